@@ -1,0 +1,181 @@
+"""Every error callboard raises on purpose.
+
+The tree::
+
+    CallboardError(Exception)
+    ├── BadRequest(CallboardError, ValueError)      the caller sent something unusable
+    │   ├── BadAddress                               not KIND/NAME
+    │   ├── BadMessage                               a body that does not serialize
+    │   └── SpawnConflict                            same address, different spec
+    ├── UnknownActor(CallboardError, LookupError)    no actor at that address
+    ├── UnknownKind(CallboardError, LookupError)     no kind of that name
+    ├── ActorStopped                                 the actor is stopped or failed
+    ├── StateError                                   a snapshot that does not structure
+    ├── StoreUnavailable                             cannot persist now: nothing was accepted
+    ├── DataDirectoryLocked                          another process owns the data directory
+    ├── RuntimeClosed                                the runtime is shutting down
+    ├── Lagged                                       a subscriber fell behind its buffer
+    ├── ModelError                                   a model call failed (see ``retryable``)
+    ├── ToolError                                    a tool refused or failed
+    │   └── PathEscape                               a path outside the workspace
+    └── Escalation                                   a supervisor gave up and escalated
+
+Terminal and retryable are told apart by ``retryable``: ``StoreUnavailable``
+and ``RuntimeClosed`` may succeed later; the rest will not without a change.
+"""
+
+from __future__ import annotations
+
+import traceback as _traceback
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "ActorStopped",
+    "BadAddress",
+    "BadMessage",
+    "BadRequest",
+    "CallboardError",
+    "CrashReason",
+    "DataDirectoryLocked",
+    "Escalation",
+    "Lagged",
+    "ModelError",
+    "PathEscape",
+    "RuntimeClosed",
+    "SpawnConflict",
+    "StateError",
+    "StoreUnavailable",
+    "ToolError",
+    "UnknownActor",
+    "UnknownKind",
+]
+
+
+class CallboardError(Exception):
+    """Base of every error callboard raises on purpose.
+
+    ``code`` is the wire error code (PROTOCOL.md) the gateway answers with.
+    """
+
+    code = "internal"
+    retryable = False
+
+
+class BadRequest(CallboardError, ValueError):
+    """The caller sent something unusable; the message names it."""
+
+    code = "bad_request"
+
+
+class BadAddress(BadRequest):
+    """An address that is not ``KIND/NAME``."""
+
+
+class BadMessage(BadRequest):
+    """A message body that cannot be stored."""
+
+
+class SpawnConflict(BadRequest):
+    """An actor exists at that address with a different spec."""
+
+
+class UnknownActor(CallboardError, LookupError):
+    """No actor at that address."""
+
+    code = "unknown_actor"
+
+
+class UnknownKind(CallboardError, LookupError):
+    """No actor kind of that name is registered."""
+
+    code = "unknown_kind"
+
+
+class ActorStopped(CallboardError):
+    """The actor is stopped or failed and takes no more messages."""
+
+    code = "bad_request"
+
+
+class StateError(CallboardError):
+    """A stored snapshot does not structure into the actor's state type."""
+
+
+class StoreUnavailable(CallboardError):
+    """The store cannot persist right now; nothing of the request was accepted."""
+
+    code = "unavailable"
+    retryable = True
+
+
+class DataDirectoryLocked(CallboardError):
+    """Another live process owns the data directory."""
+
+
+class RuntimeClosed(CallboardError):
+    """The runtime is closing or closed."""
+
+    code = "unavailable"
+    retryable = True
+
+
+class Lagged(CallboardError):
+    """A subscriber fell behind; resume with ``after``."""
+
+    def __init__(self, actor: str, after: int) -> None:
+        super().__init__(
+            f"the subscription to {actor!r} fell behind its buffer; "
+            f"subscribe again with after={after} to get the rest"
+        )
+        self.actor = actor
+        self.after = after
+
+
+class ModelError(CallboardError):
+    """A model call failed. ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class ToolError(CallboardError):
+    """A tool refused its arguments or failed."""
+
+
+class PathEscape(ToolError):
+    """A path leads outside the workspace."""
+
+
+class Escalation(CallboardError):
+    """A supervisor exceeded its restart intensity and gave up.
+
+    ``reason`` is the boxed crash that made it give up.
+    """
+
+    def __init__(self, message: str, reason: CrashReason | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@attrs.frozen
+class CrashReason:
+    """A crash boxed for storage: its type, message and traceback as text."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> CrashReason:
+        tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(type=type(exc).__qualname__, message=str(exc), traceback=tb)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "traceback": self.traceback}
+
+    def summary(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
