@@ -1,3 +1,72 @@
-"""callboard: a durable actor runtime for AI-agent workloads, on trio."""
+"""callboard: a durable actor runtime for AI-agent workloads, on trio.
+
+Layout, bottom up: `errors`; `store` (SQLite, group commit); `mailbox`
+(addresses, messages, acks, events); `actors` (the `Actor` base and its
+`Context`); `supervisor` (one actor's life: restarts, dead letters,
+passivation); `runtime` (`open_runtime`). Each public name is re-exported
+here exactly once.
+"""
+
+from .actors import Actor as Actor
+from .actors import Context as Context
+from .actors import Supervision as Supervision
+from .errors import ActorStopped as ActorStopped
+from .errors import BadAddress as BadAddress
+from .errors import BadMessage as BadMessage
+from .errors import BadRequest as BadRequest
+from .errors import CallboardError as CallboardError
+from .errors import CrashReason as CrashReason
+from .errors import DataDirectoryLocked as DataDirectoryLocked
+from .errors import Escalation as Escalation
+from .errors import Lagged as Lagged
+from .errors import RuntimeClosed as RuntimeClosed
+from .errors import SpawnConflict as SpawnConflict
+from .errors import StateError as StateError
+from .errors import StoreUnavailable as StoreUnavailable
+from .errors import UnknownActor as UnknownActor
+from .errors import UnknownKind as UnknownKind
+from .mailbox import Ack as Ack
+from .mailbox import Address as Address
+from .mailbox import DeadLetter as DeadLetter
+from .mailbox import Event as Event
+from .mailbox import Message as Message
+from .runtime import ActorInfo as ActorInfo
+from .runtime import ActorView as ActorView
+from .runtime import Runtime as Runtime
+from .runtime import RuntimeConfig as RuntimeConfig
+from .runtime import Subscription as Subscription
+from .runtime import open_runtime as open_runtime
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Ack",
+    "Actor",
+    "ActorInfo",
+    "ActorStopped",
+    "ActorView",
+    "Address",
+    "BadAddress",
+    "BadMessage",
+    "BadRequest",
+    "CallboardError",
+    "Context",
+    "CrashReason",
+    "DataDirectoryLocked",
+    "DeadLetter",
+    "Escalation",
+    "Event",
+    "Lagged",
+    "Message",
+    "Runtime",
+    "RuntimeClosed",
+    "RuntimeConfig",
+    "SpawnConflict",
+    "StateError",
+    "StoreUnavailable",
+    "Subscription",
+    "Supervision",
+    "UnknownActor",
+    "UnknownKind",
+    "open_runtime",
+]

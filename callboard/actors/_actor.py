@@ -1,0 +1,92 @@
+"""The `Actor` base class: what a user writes to define a kind of actor."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._policy import Supervision
+
+if TYPE_CHECKING:
+    from ..mailbox import Message
+    from ._context import Context
+
+__all__ = ["Actor"]
+
+
+class Actor:
+    """One kind of actor. Subclass it, set ``kind``, and write `handle`.
+
+    An instance lives while its actor is active: created from the last
+    committed snapshot, dropped when passivated or stopped. Its durable
+    state is ``self.state`` (an instance of ``state_type``); everything else
+    on the instance is lost at passivation and after a crash.
+
+    ``handle(ctx, message)`` should be short: change ``self.state``, emit,
+    send, schedule. When it returns, the runtime commits the new snapshot
+    and the mailbox cursor in one atomic step. A handler that raises is a
+    crash: the actor is restarted from its last commit and the message is
+    delivered again.
+
+    **Long work** (a model turn, watching a process) runs as an *activity*:
+    ``ctx.start_activity(fn, *args)`` starts ``fn`` in the actor's own
+    nursery, and ``handle`` returns at once. The actor keeps handling its
+    mailbox while activities run, so control messages (``cancel``, ``pause``,
+    approvals, new prompts) reach it mid-work: a handler can cancel a
+    running activity through a `trio.CancelScope` it kept on ``self``. An
+    activity records progress by changing ``self.state`` and then calling
+    ``await ctx.checkpoint()``. Activities end with the actor; on the next
+    activation ``on_start`` looks at the restored state and resumes
+    whatever was unfinished, and ``is_busy`` tells whole-process recovery
+    which actors have such work.
+
+    Class attributes:
+        kind: the ``KIND`` part of addresses.
+        state_type: an attrs class (or ``dict``) with defaults for every field.
+        spec_type: the typed config given at spawn (an attrs class), or None.
+        virtual: activated by its first message, no spawn needed.
+        state_version: bump on incompatible changes and handle them in `migrate`.
+        supervision: restart policy, see `Supervision`.
+    """
+
+    kind: ClassVar[str]
+    state_type: ClassVar[type[Any]] = dict
+    spec_type: ClassVar[type[Any] | None] = None
+    virtual: ClassVar[bool] = False
+    state_version: ClassVar[int] = 1
+    supervision: ClassVar[Supervision] = Supervision()
+
+    def __init__(self, address: str, spec: Any, state: Any) -> None:
+        self.address = address
+        self.spec = spec
+        self.state = state
+
+    @classmethod
+    def initial_state(cls, spec: Any) -> Any:
+        """The state of a new actor; by default ``state_type()``."""
+        return cls.state_type()
+
+    @classmethod
+    def migrate(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """Turn a snapshot written at ``version`` into one for ``state_version``.
+
+        New fields need no migration (they take their defaults); renames and
+        reshapes do. Called only when the versions differ.
+        """
+        return data
+
+    def is_busy(self) -> bool:
+        """True while the state records unfinished work (a running turn or job).
+
+        Recorded with every commit; after the whole process died, busy actors
+        are activated so that `on_start` can resume their work.
+        """
+        return False
+
+    async def on_start(self, ctx: Context) -> None:
+        """Called on every activation, after the state is restored, before any message."""
+
+    async def handle(self, ctx: Context, message: Message) -> None:
+        raise NotImplementedError(f"{type(self).__qualname__} must define handle()")
+
+    async def on_stop(self, ctx: Context) -> None:
+        """Called when the actor is stopped on request, before its final commit."""

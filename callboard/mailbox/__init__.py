@@ -1,0 +1,27 @@
+"""Envelopes, addresses, acks, events and dead letters: what a mailbox holds and says."""
+
+from ._address import KIND_PATTERN as KIND_PATTERN
+from ._address import NAME_PATTERN as NAME_PATTERN
+from ._address import Address as Address
+from ._address import new_name as new_name
+from ._address import parse_address as parse_address
+from ._envelope import Ack as Ack
+from ._envelope import DeadLetter as DeadLetter
+from ._envelope import Event as Event
+from ._envelope import Message as Message
+from ._envelope import encode_body as encode_body
+from ._envelope import format_at as format_at
+
+__all__ = [
+    "KIND_PATTERN",
+    "NAME_PATTERN",
+    "Ack",
+    "Address",
+    "DeadLetter",
+    "Event",
+    "Message",
+    "encode_body",
+    "format_at",
+    "new_name",
+    "parse_address",
+]

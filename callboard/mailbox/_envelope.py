@@ -1,0 +1,122 @@
+"""What travels: messages into a mailbox, acks back, events out, dead letters aside."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from ..errors import BadMessage, CrashReason
+from ..store import DeadLetterRecord, EventRecord, MailboxRecord, dumps, loads
+
+__all__ = ["Ack", "DeadLetter", "Event", "Message", "encode_body", "format_at"]
+
+
+def encode_body(body: Any, *, what: str) -> bytes:
+    """Serialize a body to JSON bytes or raise `BadMessage` naming ``what``."""
+    try:
+        return dumps(body)
+    except TypeError as exc:
+        raise BadMessage(f"{what} does not serialize to JSON: {exc}") from None
+
+
+def format_at(at: float) -> str:
+    """Wall time as PROTOCOL.md writes it: ISO 8601, milliseconds, ``Z``."""
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+@attrs.frozen
+class Ack:
+    """The recipient's mailbox position of a durable message.
+
+    ``duplicate`` is true when the key was seen before: ``seq`` is then the
+    first send's, and the message was not delivered again.
+    """
+
+    seq: int
+    duplicate: bool = False
+
+
+@attrs.frozen
+class Message:
+    """A message as its actor's handler receives it."""
+
+    seq: int
+    type: str
+    body: Any
+    sender: str | None = None
+    key: str | None = None
+    attempt: int = 1
+    at: float = 0.0
+
+    @classmethod
+    def from_record(cls, record: MailboxRecord) -> Message:
+        return cls(
+            seq=record.seq,
+            type=record.type,
+            body=loads(record.body),
+            sender=record.sender,
+            key=record.key,
+            attempt=record.attempts + 1,
+            at=record.at,
+        )
+
+
+@attrs.frozen
+class Event:
+    """Something an actor announced. ``seq`` is None for ephemeral events
+    (streamed text), which are never stored or replayed."""
+
+    actor: str
+    seq: int | None
+    type: str
+    data: Any
+    at: float
+
+    @classmethod
+    def from_record(cls, record: EventRecord) -> Event:
+        return cls(record.address, record.seq, record.type, loads(record.data), record.at)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor,
+            "seq": self.seq,
+            "type": self.type,
+            "data": self.data,
+            "at": format_at(self.at),
+        }
+
+
+@attrs.frozen
+class DeadLetter:
+    """A message set aside after it failed too often, with the error that stopped it."""
+
+    id: int
+    actor: str
+    seq: int
+    type: str
+    body: Any
+    attempts: int
+    error: CrashReason
+    at: float
+    sender: str | None = None
+    key: str | None = None
+
+    @classmethod
+    def from_record(cls, record: DeadLetterRecord) -> DeadLetter:
+        error = loads(record.error)
+        return cls(
+            id=record.id,
+            actor=record.address,
+            seq=record.seq,
+            type=record.type,
+            body=loads(record.body),
+            attempts=record.attempts,
+            error=CrashReason(error.get("type", ""), error.get("message", ""),
+                              error.get("traceback", "")),
+            at=record.at,
+            sender=record.sender,
+            key=record.key,
+        )  # fmt: skip

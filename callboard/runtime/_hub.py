@@ -1,0 +1,146 @@
+"""Fan-out of committed events to subscribers, resumable from a sequence number.
+
+A subscription registers for live events *before* it reads stored ones, and
+drops any live event at or below the last seq it yielded: stored and live
+meet with no gap and no duplicate. Each subscription buffers at most
+``buffer`` live events; past that it stops buffering and is *lagged*: an
+embedded subscriber silently reads the rest from the store, a gateway
+subscriber is told where to resume (PROTOCOL.md ``lagged``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Literal
+
+import trio
+
+from ..errors import Lagged
+from ..mailbox import Event
+from ..store import EventRecord, SqliteStore
+
+__all__ = ["Hub", "Subscription"]
+
+OnLag = Literal["resume", "raise"]
+_PAGE = 512
+
+
+class Subscription:
+    """Events of one actor (or a pattern ``KIND/*`` or ``*``, live only), in order.
+
+    Iterate with ``async for``. ``last`` is the seq of the last stored event
+    yielded (None before the first).
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        actor: str,
+        after: int | None,
+        *,
+        buffer: int,
+        on_lag: OnLag,
+    ) -> None:
+        self.actor = actor
+        self.last = after
+        self._hub = hub
+        self._pattern = actor == "*" or actor.endswith("/*")
+        self._replaying = after is not None and not self._pattern
+        self._buffer: deque[Event] = deque()
+        self._page: deque[EventRecord] = deque()
+        self._limit = buffer
+        self._lagged = False
+        self._on_lag = on_lag
+        self._wakeup = trio.Event()
+        self._closed = False
+
+    def offer(self, event: Event) -> None:
+        """Called by the hub for each published event; never blocks."""
+        if self._lagged:
+            return
+        if len(self._buffer) >= self._limit:
+            self._lagged = True
+        else:
+            self._buffer.append(event)
+        self._wakeup.set()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._hub._remove(self)
+            self._wakeup.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        # A plain iterator, not an async generator: breaking out of the loop
+        # early must leave nothing half-finished to be garbage collected.
+        await trio.lowlevel.checkpoint()
+        while not self._closed:
+            if self._page:
+                record = self._page.popleft()
+                self.last = record.seq
+                return Event.from_record(record)
+            if self._replaying:
+                assert self.last is not None
+                page = self._hub._store.events(self.actor, self.last, _PAGE)
+                self._page.extend(page)
+                if len(page) < _PAGE:
+                    self._replaying = False
+                continue
+            if self._buffer:
+                event = self._buffer.popleft()
+                if event.seq is not None and self.last is not None and event.seq <= self.last:
+                    continue
+                if event.seq is not None and not self._pattern:
+                    self.last = event.seq
+                return event
+            if self._lagged:
+                self._lagged = False
+                if self._on_lag == "raise" or self._pattern or self.last is None:
+                    self.close()
+                    raise Lagged(self.actor, self.last or 0)
+                self._replaying = True
+                continue
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+        raise StopAsyncIteration
+
+
+class Hub:
+    """Routes each published event to the subscriptions that match it."""
+
+    def __init__(self, store: SqliteStore, *, buffer: int = 1024) -> None:
+        self._store = store
+        self.buffer = buffer
+        self._by_actor: dict[str, set[Subscription]] = {}
+        self._lagged_total = 0
+
+    def subscribe(
+        self, actor: str, after: int | None = None, *, buffer: int | None = None,
+        on_lag: OnLag = "resume",
+    ) -> Subscription:  # fmt: skip
+        sub = Subscription(self, actor, after, buffer=buffer or self.buffer, on_lag=on_lag)
+        self._by_actor.setdefault(actor, set()).add(sub)
+        return sub
+
+    def _remove(self, sub: Subscription) -> None:
+        subs = self._by_actor.get(sub.actor)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._by_actor[sub.actor]
+
+    def publish(self, event: Event) -> None:
+        if not self._by_actor:
+            return
+        for key in (event.actor, event.actor.split("/", 1)[0] + "/*", "*"):
+            subs = self._by_actor.get(key)
+            if subs:
+                for sub in tuple(subs):
+                    sub.offer(event)
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(s) for s in self._by_actor.values())

@@ -1,0 +1,499 @@
+"""The runtime: `open_runtime` and the embedding API on top of store, cells and hub.
+
+A message's way: `Runtime.send` validates and serializes it, the store makes
+it durable (group commit), the ack goes back to the sender, and the message
+is delivered in memory to its actor's cell (activating it if needed). The
+cell handles it and commits; only then are the commit's events published
+to subscribers and its sends routed on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from ..actors import Actor
+from ..errors import (
+    BadMessage,
+    BadRequest,
+    RuntimeClosed,
+    SpawnConflict,
+    UnknownActor,
+    UnknownKind,
+)
+from ..mailbox import (
+    KIND_PATTERN,
+    Ack,
+    Address,
+    DeadLetter,
+    Event,
+    Message,
+    encode_body,
+    new_name,
+    parse_address,
+)
+from ..store import (
+    CommitResult,
+    Enqueue,
+    SqliteStore,
+    StoredAck,
+    converter,
+    loads,
+    open_sqlite_store,
+    structure_error,
+)
+from ..supervisor import ActorCell
+from ._hub import Hub, OnLag, Subscription
+
+__all__ = ["ActorInfo", "ActorView", "Runtime", "RuntimeConfig", "open_runtime"]
+
+log = logging.getLogger("callboard.runtime")
+
+
+@attrs.frozen
+class RuntimeConfig:
+    """Limits and timings of a runtime; every one is documented in the README.
+
+    Attributes:
+        passivate_after: seconds an actor with nothing to do stays in memory.
+        inbox_limit: messages of one actor held in memory; the rest wait on disk.
+        batch_max: messages one actor may handle before one commit.
+        subscriber_buffer: live events buffered per subscription before it lags.
+        key_window: seconds an idempotency key is remembered.
+        write_queue: writes waiting for the writer before senders wait too.
+    """
+
+    passivate_after: float = 30.0
+    inbox_limit: int = 1000
+    batch_max: int = 256
+    subscriber_buffer: int = 1024
+    key_window: float = 7 * 24 * 3600.0
+    write_queue: int = 16384
+
+
+@attrs.frozen
+class ActorView:
+    """What `Runtime.inspect` tells about one actor."""
+
+    actor: str
+    kind: str
+    status: str
+    state: Any
+    cursor: int
+    mailbox: int
+    head: int
+    restarts: int
+    last_error: dict[str, Any] | None
+
+
+@attrs.frozen
+class ActorInfo:
+    """One row of `Runtime.list`."""
+
+    actor: str
+    status: str
+    mailbox: int
+    restarts: int
+
+
+def _spec_bytes(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+class Runtime:
+    """A running set of actors on one data directory. Make one with `open_runtime`."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        kinds: Iterable[type[Actor]],
+        *,
+        config: RuntimeConfig,
+        clock: Callable[[], float],
+        workspace: Path | None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.workspace = workspace
+        self.hub = Hub(store, buffer=config.subscriber_buffer)
+        self.inbox_limit = config.inbox_limit
+        self.batch_max = config.batch_max
+        self.passivate_after = config.passivate_after
+        self._clock = clock
+        self._kinds: dict[str, type[Actor]] = {}
+        for cls in kinds:
+            self.register(cls)
+        self._cells: dict[str, ActorCell] = {}
+        self._leaving: dict[str, ActorCell] = {}
+        self._cursor_waiters: dict[str, list[tuple[int, trio.Event]]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._timers_wakeup = trio.Event()
+        self._closed = False
+
+    # -- kinds -----------------------------------------------------------------
+
+    def register(self, cls: type[Actor]) -> None:
+        kind = getattr(cls, "kind", None)
+        if not isinstance(kind, str) or not KIND_PATTERN.fullmatch(kind):
+            raise BadRequest(
+                f"{cls.__qualname__}.kind must match {KIND_PATTERN.pattern}, got {kind!r}"
+            )
+        if kind in self._kinds and self._kinds[kind] is not cls:
+            raise BadRequest(f"two actor classes claim kind {kind!r}")
+        self._kinds[kind] = cls
+
+    @property
+    def kinds(self) -> dict[str, type[Actor]]:
+        return dict(self._kinds)
+
+    def check_kind(self, kind: str) -> None:
+        if kind not in self._kinds:
+            known = ", ".join(sorted(self._kinds)) or "none"
+            raise UnknownKind(f"there is no actor kind {kind!r} (known kinds: {known})")
+
+    def _kind_of(self, address: str) -> type[Actor]:
+        kind, _ = parse_address(address)
+        self.check_kind(kind)
+        return self._kinds[kind]
+
+    # -- the embedding API -------------------------------------------------------
+
+    async def send(
+        self, to: str, type: str, body: Any = None, *, key: str | None = None,
+        sender: str | None = None,
+    ) -> Ack:  # fmt: skip
+        """Deliver a message to ``to``'s mailbox; returns once it is durable.
+
+        With a ``key``, a repeated send returns the first ack with
+        ``duplicate=True`` and is not delivered again. Cancel-atomic until
+        the write is queued; after that it completes.
+        """
+        cls = self._kind_of(to)
+        if not isinstance(type, str) or not type:
+            raise BadMessage(f"a message to {to!r} needs a non-empty string type, got {type!r}")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise BadMessage(f"an idempotency key must be a non-empty string, got {key!r}")
+        data = encode_body(body, what=f"the body of {type!r} to {to!r}")
+        self._check_open()
+        item = Enqueue(to, type, data, sender, key, cls.kind if cls.virtual else None)
+        (result,) = await self.store.enqueue([item])
+        if isinstance(result, Exception):
+            raise result
+        if not result.duplicate:
+            self._deliver(
+                to, Message(result.seq, type, loads(data), sender, key, at=self.wall_time())
+            )
+        return Ack(result.seq, result.duplicate)
+
+    async def spawn(self, kind: str, spec: Any = None, name: str | None = None) -> Address:
+        """Create an actor of ``kind`` from ``spec`` and activate it.
+
+        The address's ``existed`` is True when an actor with the same spec was
+        already there; a different spec raises `SpawnConflict`.
+        """
+        self.check_kind(kind)
+        cls = self._kinds[kind]
+        address = Address(f"{kind}/{name if name is not None else new_name()}")
+        spec_json = _spec_bytes(self._structure_spec(cls, spec, address))
+        self._check_open()
+        existed, stored = await self.store.spawn(address, kind, spec_json)
+        if existed and stored is not None and stored != spec_json:
+            raise SpawnConflict(
+                f"{address!r} exists with a different spec; pick another name or stop it first"
+            )
+        if not existed:
+            self._activate(address)
+        return Address(address, existed=existed)
+
+    def _structure_spec(self, cls: type[Actor], spec: Any, address: str) -> Any:
+        if cls.spec_type is None:
+            if spec is not None and not isinstance(spec, dict):
+                raise BadRequest(f"the spec for {address!r} must be a JSON object, got {spec!r}")
+            encode_body(spec, what=f"the spec for {address!r}")
+            return spec
+        try:
+            typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
+                spec if spec is not None else {}, cls.spec_type
+            )  # fmt: skip
+        except Exception as exc:
+            raise BadRequest(
+                f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
+                f"{structure_error(exc)}"
+            ) from None
+        return converter.unstructure(typed)
+
+    async def stop(self, address: str) -> str:
+        """Stop an actor; returns its final status once it has stopped."""
+        self._kind_of(address)
+        record = self.store.actor(address)
+        if record is None:
+            raise UnknownActor(f"there is no actor at {address!r}")
+        if record.final:
+            return record.status
+        cell = self._cells.get(address)
+        if cell is None:
+            cell = self._activate(address, stop=True)
+        else:
+            cell.request_stop()
+        await cell.done.wait()
+        return cell.final_status or "stopped"
+
+    def inspect(self, address: str) -> ActorView:
+        """The last committed snapshot and the bookkeeping around it."""
+        cls = self._kind_of(address)
+        record = self.store.actor(address)
+        if record is None:
+            raise UnknownActor(f"there is no actor at {address!r}")
+        if record.state is not None:
+            state = loads(record.state)
+        else:
+            spec = loads(record.spec) if record.spec else None
+            if cls.spec_type is not None and spec is not None:
+                spec = converter.structure(spec, cls.spec_type)
+            state = converter.unstructure(cls.initial_state(spec))
+        return ActorView(
+            actor=address,
+            kind=record.kind,
+            status=self._status(address, record.status, record.final),
+            state=state,
+            cursor=record.cursor,
+            mailbox=record.unhandled,
+            head=record.event_head,
+            restarts=record.restarts,
+            last_error=loads(record.last_error) if record.last_error else None,
+        )
+
+    def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
+        rows = []
+        for record in self.store.actors(kind):
+            info = ActorInfo(
+                record.address,
+                self._status(record.address, record.status, record.final),
+                record.unhandled,
+                record.restarts,
+            )
+            if status is None or info.status == status:
+                rows.append(info)
+        return rows
+
+    def _status(self, address: str, stored: str, final: bool) -> str:
+        if not final and address in self._cells:
+            return "active"
+        return stored
+
+    @asynccontextmanager
+    async def subscribe(
+        self, actor: str, after: int | None = None, *, on_lag: OnLag = "resume",
+        buffer: int | None = None,
+    ) -> AsyncIterator[Subscription]:  # fmt: skip
+        """Events of ``actor``: with ``after``, every stored event with a greater
+        seq, then live ones, with no gap and no duplicate. ``actor`` may be
+        ``KIND/*`` or ``*`` (live only)."""
+        if actor != "*":
+            kind, _, name = actor.partition("/")
+            if name == "*":
+                self.check_kind(kind)
+            else:
+                self._kind_of(actor)
+        if after is not None and (actor == "*" or actor.endswith("/*")):
+            raise BadRequest("'after' cannot be used with a pattern: patterns are live only")
+        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer)
+        try:
+            yield sub
+        finally:
+            sub.close()
+
+    def head(self, address: str) -> int:
+        record = self.store.actor(address)
+        return record.event_head if record is not None else 0
+
+    def dead_letters(self, address: str | None = None) -> list[DeadLetter]:
+        return [DeadLetter.from_record(r) for r in self.store.dead_letters(address)]
+
+    async def requeue(self, dead_letter_id: int) -> Ack:
+        """Put a dead letter back at the end of its actor's mailbox."""
+        self._check_open()
+        result = await self.store.requeue(dead_letter_id)
+        if isinstance(result, Exception):
+            raise result
+        self._poke(result.address)
+        return Ack(result.seq, result.duplicate)
+
+    async def wait_handled(self, address: str, seq: int) -> None:
+        """Wait until ``address`` has committed the handling of message ``seq``."""
+        record = self.store.actor(address)
+        if record is not None and record.cursor >= seq:
+            return
+        event = trio.Event()
+        self._cursor_waiters.setdefault(address, []).append((seq, event))
+        await event.wait()
+
+    # -- what cells ask of the runtime ---------------------------------------------
+
+    def wall_time(self) -> float:
+        return self._clock()
+
+    def publish(self, event: Event) -> None:
+        self.hub.publish(event)
+
+    def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None:
+        for item, ack in zip(sends, result.acks, strict=True):
+            if isinstance(ack, StoredAck) and not ack.duplicate:
+                self._deliver(
+                    item.address,
+                    Message(ack.seq, item.type, loads(item.body), item.sender, item.key),
+                )
+
+    def timers_changed(self) -> None:
+        self._timers_wakeup.set()
+
+    def forget(self, cell: ActorCell) -> None:
+        if self._cells.get(cell.address) is cell:
+            del self._cells[cell.address]
+            self._leaving[cell.address] = cell
+
+    def gone(self, cell: ActorCell) -> None:
+        if self._cells.get(cell.address) is cell:
+            del self._cells[cell.address]
+        if self._leaving.get(cell.address) is cell:
+            del self._leaving[cell.address]
+
+    def predecessor(self, cell: ActorCell) -> ActorCell | None:
+        before = self._leaving.get(cell.address)
+        return before if before is not cell else None
+
+    def cursor_advanced(self, address: str, cursor: int) -> None:
+        waiters = self._cursor_waiters.get(address)
+        if not waiters:
+            return
+        remaining = []
+        for seq, event in waiters:
+            if seq <= cursor:
+                event.set()
+            else:
+                remaining.append((seq, event))
+        if remaining:
+            self._cursor_waiters[address] = remaining
+        else:
+            del self._cursor_waiters[address]
+
+    # -- delivery and activation ----------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed or self._nursery is None:
+            raise RuntimeClosed("the runtime is closed; nothing was sent")
+
+    def _deliver(self, address: str, message: Message) -> None:
+        cell = self._cells.get(address)
+        if cell is not None:
+            cell.deliver(message)
+        elif not self._closed:
+            self._activate(address)
+
+    def _poke(self, address: str) -> None:
+        cell = self._cells.get(address)
+        if cell is not None:
+            cell.poke()
+        elif not self._closed:
+            self._activate(address)
+
+    def _activate(self, address: str, *, stop: bool = False) -> ActorCell:
+        if self._nursery is None or self._closed:
+            raise RuntimeClosed("the runtime is closed")
+        cell = ActorCell(address, self._kind_of(address), self, stop=stop)
+        self._cells[address] = cell
+        cell.fill()
+        self._nursery.start_soon(cell.run, name=f"actor {address}")
+        return cell
+
+    @property
+    def active_count(self) -> int:
+        return len(self._cells)
+
+    # -- background services ------------------------------------------------------------
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._timers_wakeup = trio.Event()
+            due = self.store.next_timer_due()
+            if due is None:
+                await self._timers_wakeup.wait()
+                continue
+            delay = due - self.wall_time()
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timers_wakeup.wait()
+                continue
+            for ack in await self.store.fire_timers():
+                if isinstance(ack, StoredAck) and not ack.duplicate:
+                    self._poke(ack.address)
+
+    async def _prune_keys(self) -> None:
+        while True:
+            await trio.sleep(max(60.0, self.config.key_window / 10))
+            await self.store.prune_keys(self.config.key_window)
+
+    def _recover(self) -> int:
+        count = 0
+        for address in self.store.addresses_with_work(self.wall_time()):
+            kind = address.split("/", 1)[0]
+            if kind not in self._kinds:
+                log.warning("not recovering %s: no kind %r is registered", address, kind)
+                continue
+            if address not in self._cells:
+                self._activate(address)
+                count += 1
+        return count
+
+
+@asynccontextmanager
+async def open_runtime(
+    data: str | Path,
+    *,
+    kinds: Sequence[type[Actor]] = (),
+    workspace: str | Path | None = None,
+    config: RuntimeConfig | None = None,
+    clock: Callable[[], float] = time.time,
+) -> AsyncIterator[Runtime]:
+    """Open the data directory, recover what a previous process left, run until exit.
+
+    Only one runtime may own ``data`` at a time (`DataDirectoryLocked`).
+    On exit every actor is cancelled where it stands; nothing durable depends
+    on that: the next runtime on ``data`` resumes from the last commits.
+    ``clock`` is the wall clock for timers (tests pass one driven by trio's).
+    """
+    config = config or RuntimeConfig()
+    async with open_sqlite_store(data, clock=clock, queue_size=config.write_queue) as store:
+        rt = Runtime(
+            store,
+            kinds,
+            config=config,
+            clock=clock,
+            # Once, at start-up, before any actor runs.
+            workspace=Path(workspace).resolve() if workspace is not None else None,  # noqa: ASYNC240
+        )
+        async with trio.open_nursery() as services:
+            try:
+                async with trio.open_nursery() as actors:
+                    rt._nursery = actors
+                    recovered = rt._recover()
+                    if recovered:
+                        log.info("recovered %d actors with unfinished work", recovered)
+                    services.start_soon(rt._run_timers, name="timers")
+                    services.start_soon(rt._prune_keys, name="key pruning")
+                    try:
+                        yield rt
+                    finally:
+                        rt._closed = True
+                        actors.cancel_scope.cancel()
+            finally:
+                rt._closed = True
+                services.cancel_scope.cancel()

@@ -1,0 +1,149 @@
+"""The store's vocabulary: what goes in (enqueues, commits) and what comes out (records).
+
+Bodies, data, specs and snapshots cross this boundary as JSON bytes already
+serialized by the layer above, so a store never needs to know a user's types.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = [
+    "ActorRecord",
+    "Commit",
+    "CommitResult",
+    "DeadLetterRecord",
+    "Enqueue",
+    "EventRecord",
+    "MailboxRecord",
+    "NewEvent",
+    "NewTimer",
+    "StoredAck",
+]
+
+
+@attrs.frozen
+class Enqueue:
+    """One message to append to an actor's mailbox.
+
+    ``create_kind`` names the kind to create the actor as when it does not
+    exist yet (virtual actors); ``None`` makes a missing actor an error.
+    """
+
+    address: str
+    type: str
+    body: bytes
+    sender: str | None = None
+    key: str | None = None
+    create_kind: str | None = None
+
+
+@attrs.frozen
+class StoredAck:
+    address: str
+    seq: int
+    duplicate: bool
+
+
+@attrs.frozen
+class NewEvent:
+    type: str
+    data: bytes
+    at: float
+
+
+@attrs.frozen
+class NewTimer:
+    due: float
+    type: str
+    body: bytes
+    key: str | None = None
+
+
+@attrs.frozen
+class Commit:
+    """Everything one step of one actor changes, made durable all at once.
+
+    ``None`` means "leave as it is" for the optional fields.
+    """
+
+    address: str
+    state: bytes | None = None
+    state_version: int | None = None
+    cursor: int | None = None
+    events: tuple[NewEvent, ...] = ()
+    sends: tuple[Enqueue, ...] = ()
+    timers: tuple[NewTimer, ...] = ()
+    cancel_timers: tuple[str, ...] = ()
+    appends: tuple[tuple[str, bytes], ...] = ()
+    status: str | None = None
+    final: bool | None = None
+    busy: bool | None = None
+    restarts: int = 0
+    last_error: bytes | None = None
+    clear_error: bool = False
+    dead_letter: tuple[int, bytes] | None = None
+
+
+@attrs.frozen
+class CommitResult:
+    events: tuple[tuple[int, NewEvent], ...]
+    acks: tuple[StoredAck | Exception, ...]
+    timers_added: int
+
+
+@attrs.frozen
+class ActorRecord:
+    address: str
+    kind: str
+    spec: bytes | None
+    status: str
+    final: bool
+    state: bytes | None
+    state_version: int
+    cursor: int
+    mailbox_head: int
+    event_head: int
+    restarts: int
+    busy: bool
+    last_error: bytes | None
+    created_at: float
+
+    @property
+    def unhandled(self) -> int:
+        return self.mailbox_head - self.cursor
+
+
+@attrs.frozen
+class MailboxRecord:
+    address: str
+    seq: int
+    type: str
+    body: bytes
+    sender: str | None
+    key: str | None
+    attempts: int
+    at: float
+
+
+@attrs.frozen
+class EventRecord:
+    address: str
+    seq: int
+    type: str
+    data: bytes
+    at: float
+
+
+@attrs.frozen
+class DeadLetterRecord:
+    id: int
+    address: str
+    seq: int
+    type: str
+    body: bytes
+    sender: str | None
+    key: str | None
+    attempts: int
+    error: bytes
+    at: float

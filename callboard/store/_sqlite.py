@@ -1,0 +1,345 @@
+"""The embedded store: SQLite in WAL mode with ``synchronous=FULL`` and group commit.
+
+One writer task takes every operation waiting in its queue, runs them in one
+transaction on a worker thread and acknowledges them all after the one
+COMMIT (one fsync). Reads use a second connection on the trio thread: they
+are short, indexed and hold no transaction across an ``await``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..errors import RuntimeClosed, StoreUnavailable
+from . import _sqlite_ops as ops
+from ._lock import DirectoryLock
+from ._records import (
+    ActorRecord,
+    Commit,
+    CommitResult,
+    DeadLetterRecord,
+    Enqueue,
+    EventRecord,
+    MailboxRecord,
+    StoredAck,
+)
+
+__all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
+
+_ACTOR_COLUMNS = (
+    "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
+    "event_head, restarts, busy, last_error, created_at"
+)
+
+
+@attrs.frozen
+class StoreStatistics:
+    """A snapshot of the writer's counters (for metrics and benchmarks)."""
+
+    batches: int
+    operations: int
+    largest_batch: int
+    commit_seconds_total: float
+
+
+class _Op:
+    __slots__ = ("done", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any]) -> None:
+        self.fn = fn
+        self.done = trio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: NORMAL may lose acknowledged commits on power loss.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class SqliteStore:
+    """The store behind the runtime. Writes are async and durable on return;
+    reads are sync and see only what was committed."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_batch: int = 2048,
+        queue_size: int = 16384,
+    ) -> None:
+        self.directory = directory
+        self._clock = clock
+        self._max_batch = max_batch
+        self._send, self._receive = trio.open_memory_channel[_Op](queue_size)
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._batches = 0
+        self._operations = 0
+        self._largest = 0
+        self._commit_seconds = 0.0
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def _open_files(self) -> None:
+        path = self.directory / "callboard.sqlite3"
+        fresh = not path.exists()
+        self._writer = _connect(path)
+        self._writer.executescript(ops.SCHEMA)
+        self._writer.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (ops.SCHEMA_VERSION,)
+        )
+        if fresh:
+            _fsync_directory(self.directory)
+        self._reader = _connect(path)
+
+    def _close_files(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._reader = self._writer = None
+
+    async def _run_writer(self, task_status: trio.TaskStatus[None]) -> None:
+        task_status.started()
+        try:
+            async for first in self._receive:
+                batch = [first]
+                while len(batch) < self._max_batch:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                try:
+                    await trio.to_thread.run_sync(self._run_batch, batch)
+                finally:
+                    for op in batch:
+                        op.done.set()
+        finally:
+            self._receive.close()
+            self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        while True:
+            try:
+                op = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
+            op.done.set()
+
+    def _run_batch(self, batch: list[_Op]) -> None:
+        conn = self._writer
+        assert conn is not None
+        started = time.perf_counter()
+        now = self._clock()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                op.result = op.fn(conn, now)
+            conn.execute("COMMIT")
+        except BaseException:
+            # One bad operation must not sink the others: redo each on its own.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for op in batch:
+                op.result = None
+                self._run_alone(conn, op, now)
+        self._batches += 1
+        self._operations += len(batch)
+        self._largest = max(self._largest, len(batch))
+        self._commit_seconds += time.perf_counter() - started
+
+    @staticmethod
+    def _run_alone(conn: sqlite3.Connection, op: _Op, now: float) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            op.result = op.fn(conn, now)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
+                op.error = StoreUnavailable(
+                    f"the store could not persist the write ({exc}); nothing was accepted"
+                )
+            else:
+                op.error = exc
+
+    async def _submit(self, fn: Callable[[sqlite3.Connection, float], Any]) -> Any:
+        op = _Op(fn)
+        try:
+            await self._send.send(op)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise RuntimeClosed("the store is closed; nothing was written") from None
+        # Once queued, the write will happen: waiting for it must not be
+        # abandoned, or a caller could be cancelled after its write became durable.
+        with trio.CancelScope(shield=True):
+            await op.done.wait()
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def statistics(self) -> StoreStatistics:
+        return StoreStatistics(self._batches, self._operations, self._largest, self._commit_seconds)
+
+    # -- writes --------------------------------------------------------------
+
+    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
+        return await self._submit(lambda conn, now: [ops.enqueue(conn, i, now) for i in items])
+
+    async def commit(self, c: Commit) -> CommitResult:
+        return await self._submit(lambda conn, now: ops.commit(conn, c, now))
+
+    async def mark_attempts(self, address: str, first: int, last: int) -> None:
+        await self._submit(lambda conn, now: ops.mark_attempts(conn, address, first, last))
+
+    async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
+        return await self._submit(lambda conn, now: ops.spawn(conn, address, kind, spec, now))
+
+    async def fire_timers(self) -> list[StoredAck | Exception]:
+        return await self._submit(ops.fire_timers)
+
+    async def requeue(self, dead_letter_id: int) -> StoredAck | Exception:
+        return await self._submit(lambda conn, now: ops.requeue(conn, dead_letter_id, now))
+
+    async def prune_keys(self, older_than: float) -> int:
+        return await self._submit(lambda conn, now: ops.prune_keys(conn, now - older_than))
+
+    # -- reads ---------------------------------------------------------------
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        if self._reader is None:
+            raise RuntimeClosed("the store is closed")
+        return self._reader.execute(sql, args).fetchall()
+
+    def actor(self, address: str) -> ActorRecord | None:
+        rows = self._read(f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = ?", (address,))
+        return _actor(rows[0]) if rows else None
+
+    def actors(self, kind: str | None = None, *, limit: int = 10_000) -> list[ActorRecord]:
+        if kind is None:
+            rows = self._read(
+                f"SELECT {_ACTOR_COLUMNS} FROM actors ORDER BY address LIMIT ?", (limit,)
+            )
+        else:
+            rows = self._read(
+                f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE kind = ? ORDER BY address LIMIT ?",
+                (kind, limit),
+            )
+        return [_actor(r) for r in rows]
+
+    def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
+        rows = self._read(
+            "SELECT address, seq, type, body, sender, key, attempts, at FROM mailbox "
+            "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (address, after, limit),
+        )
+        return [MailboxRecord(*r) for r in rows]
+
+    def events(self, address: str, after: int, limit: int) -> list[EventRecord]:
+        rows = self._read(
+            "SELECT address, seq, type, data, at FROM events "
+            "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (address, after, limit),
+        )
+        return [EventRecord(*r) for r in rows]
+
+    def addresses_with_work(self, now: float) -> list[str]:
+        """Actors a killed process left with something to do, and no others."""
+        rows = self._read(
+            "SELECT address FROM actors WHERE final = 0 AND (busy = 1 OR cursor < mailbox_head) "
+            "UNION SELECT DISTINCT address FROM timers WHERE due <= ?",
+            (now,),
+        )
+        return sorted(r[0] for r in rows)
+
+    def next_timer_due(self) -> float | None:
+        rows = self._read("SELECT MIN(due) FROM timers")
+        return rows[0][0] if rows else None
+
+    def dead_letters(self, address: str | None = None) -> list[DeadLetterRecord]:
+        cols = "id, address, seq, type, body, sender, key, attempts, error, at"
+        if address is None:
+            rows = self._read(f"SELECT {cols} FROM dead_letters ORDER BY id")
+        else:
+            rows = self._read(
+                f"SELECT {cols} FROM dead_letters WHERE address = ? ORDER BY id", (address,)
+            )
+        return [DeadLetterRecord(*r) for r in rows]
+
+    def read_log(self, address: str, log: str, start: int = 0, limit: int = 1000) -> list[bytes]:
+        rows = self._read(
+            "SELECT data FROM logs WHERE address = ? AND log = ? AND idx >= ? ORDER BY idx LIMIT ?",
+            (address, log, start, limit),
+        )
+        return [r[0] for r in rows]
+
+    def log_length(self, address: str, log: str) -> int:
+        rows = self._read(
+            "SELECT COALESCE(MAX(idx), -1) + 1 FROM logs WHERE address = ? AND log = ?",
+            (address, log),
+        )
+        return rows[0][0]
+
+
+def _actor(row: tuple[Any, ...]) -> ActorRecord:
+    (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts, busy,
+     error, created) = row  # fmt: skip
+    return ActorRecord(
+        address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
+        restarts, bool(busy), error, created,
+    )  # fmt: skip
+
+
+@asynccontextmanager
+async def open_sqlite_store(
+    directory: str | os.PathLike[str],
+    *,
+    clock: Callable[[], float] = time.time,
+    max_batch: int = 2048,
+    queue_size: int = 16384,
+) -> AsyncIterator[SqliteStore]:
+    """Lock the data directory, open the database and run the writer until exit.
+
+    On exit the writer finishes every queued write before the files close.
+    """
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
+    lock = DirectoryLock(path)
+    lock.acquire()
+    store = SqliteStore(path, clock=clock, max_batch=max_batch, queue_size=queue_size)
+    try:
+        store._open_files()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store._run_writer)
+            try:
+                yield store
+            finally:
+                # Let queued writes finish: closing the channel ends the writer's loop.
+                store._send.close()
+        store._close_files()
+    finally:
+        store._close_files()
+        lock.release()
