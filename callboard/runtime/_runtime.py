@@ -246,8 +246,9 @@ class Runtime:
         await cell.done.wait()
         return cell.final_status or "stopped"
 
-    def inspect(self, address: str) -> ActorView:
+    async def inspect(self, address: str) -> ActorView:
         """The last committed snapshot and the bookkeeping around it."""
+        await trio.lowlevel.checkpoint()
         cls = self._kind_of(address)
         record = self.store.actor(address)
         if record is None:
@@ -271,7 +272,9 @@ class Runtime:
             last_error=loads(record.last_error) if record.last_error else None,
         )
 
-    def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
+    async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
+        """Every actor (of ``kind``, with ``status``) and its mailbox size."""
+        await trio.lowlevel.checkpoint()
         rows = []
         for record in self.store.actors(kind):
             info = ActorInfo(
