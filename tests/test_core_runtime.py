@@ -1,0 +1,223 @@
+"""The embedding API: sends, keys, order, spawn, stop, inspect, list and bad input."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import callboard
+from core_kinds import Counter
+
+
+@attrs.define
+class Conf:
+    greeting: str
+    times: int = 1
+
+
+class Greeter(callboard.Actor):
+    kind = "greeter"
+    spec_type = Conf
+
+    async def handle(self, ctx, message):
+        ctx.emit("greeted", {"text": self.spec.greeting * self.spec.times})
+
+
+class Gate(callboard.Actor):
+    """Handles a message only when the test opens its gate."""
+
+    kind = "gate"
+    virtual = True
+    gate: trio.Event
+
+    async def handle(self, ctx, message):
+        ctx.emit("passed", {})
+        self.state["passed"] = True
+        await Gate.gate.wait()
+
+
+KINDS = [Counter, Greeter, Gate]
+
+
+async def test_a_send_returns_its_mailbox_position_once_durable_and_the_actor_applies_it(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            first = await rt.send("counter/a", "add", {"n": 2, "id": "m1"})
+            second = await rt.send("counter/a", "add", {"n": 3, "id": "m2"})
+            await rt.wait_handled("counter/a", second.seq)
+            view = await rt.inspect("counter/a")
+    assert (first, second) == (callboard.Ack(1), callboard.Ack(2))
+    assert view.state == {"total": 5, "seen": ["m1", "m2"]}
+    assert (view.cursor, view.mailbox, view.restarts, view.last_error) == (2, 0, 0, None)
+
+
+async def test_a_repeated_key_returns_the_first_ack_and_is_not_delivered_again(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            first = await rt.send("counter/a", "add", {"id": "m1"}, key="k1")
+            again = await rt.send("counter/a", "add", {"id": "m1-again"}, key="k1")
+            await rt.wait_handled("counter/a", first.seq)
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            after_restart = await rt.send("counter/a", "add", {"id": "m1-later"}, key="k1")
+            other = await rt.send("counter/a", "add", {"id": "m2"}, key="k2")
+            await rt.wait_handled("counter/a", other.seq)
+            view = await rt.inspect("counter/a")
+    assert first == callboard.Ack(1, duplicate=False)
+    assert again == after_restart == callboard.Ack(1, duplicate=True)
+    assert other == callboard.Ack(2, duplicate=False)
+    assert view.state["seen"] == ["m1", "m2"]
+
+
+async def test_messages_from_one_sender_are_handled_in_the_order_they_were_acknowledged(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+
+            async def sender(name: str) -> None:
+                for n in range(50):
+                    await rt.send("counter/hot", "add", {"id": f"{name}-{n}"})
+
+            async with trio.open_nursery() as nursery:
+                for name in ("x", "y", "z"):
+                    nursery.start_soon(sender, name)
+            await rt.wait_handled("counter/hot", 150)
+            seen = (await rt.inspect("counter/hot")).state["seen"]
+    for name in ("x", "y", "z"):
+        assert [m for m in seen if m.startswith(name)] == [f"{name}-{n}" for n in range(50)]
+
+
+async def test_spawn_structures_the_spec_and_a_second_spawn_with_the_same_spec_existed(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            address = await rt.spawn("greeter", {"greeting": "hi", "times": 2}, name="g1")
+            again = await rt.spawn("greeter", {"greeting": "hi", "times": 2}, name="g1")
+            with pytest.raises(callboard.SpawnConflict, match=r"^'greeter/g1' exists with a"):
+                await rt.spawn("greeter", {"greeting": "yo"}, name="g1")
+            with pytest.raises(callboard.BadRequest, match=r"greeting"):
+                await rt.spawn("greeter", {"times": 2}, name="g2")
+            generated = await rt.spawn("greeter", {"greeting": "hey"})
+            async with rt.subscribe("greeter/g1", after=0) as events:
+                await rt.send("greeter/g1", "greet")
+                async for event in events:
+                    if event.type == "greeted":
+                        break
+    assert (address, address.existed, again.existed) == ("greeter/g1", False, True)
+    assert event.data == {"text": "hihi"}
+    assert generated.kind == "greeter" and len(generated.name) == 26
+
+
+async def test_stop_ends_an_actor_and_later_sends_are_refused(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            await rt.spawn("greeter", {"greeting": "hi"}, name="g")
+            assert await rt.stop("greeter/g") == "stopped"
+            with pytest.raises(callboard.ActorStopped, match=r"^'greeter/g' is stopped"):
+                await rt.send("greeter/g", "greet")
+            [info] = await rt.list(kind="greeter")
+            events = [e.type async for e in _stored(rt, "greeter/g")]
+    assert info == callboard.ActorInfo("greeter/g", "stopped", 0, 0)
+    assert events == ["actor.started", "actor.stopped"]
+
+
+async def _stored(rt, address):
+    async with rt.subscribe(address, after=0) as events:
+        head = rt.head(address)
+        async for event in events:
+            yield event
+            if event.seq == head:
+                return
+
+
+async def test_bad_input_raises_an_error_that_names_it_and_loses_nothing(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            kept = await rt.send("counter/a", "add", {"id": "kept"})
+            with pytest.raises(callboard.UnknownKind, match=r"^there is no actor kind 'nope'"):
+                await rt.send("nope/a", "add", {})
+            with pytest.raises(callboard.BadAddress, match=r"has no '/'"):
+                await rt.send("counter", "add", {})
+            with pytest.raises(callboard.BadAddress, match=r"name '\.bad'"):
+                await rt.send("counter/.bad", "add", {})
+            with pytest.raises(callboard.UnknownActor, match=r"^there is no actor at 'greeter/x'"):
+                await rt.send("greeter/x", "greet")
+            with pytest.raises(callboard.BadMessage, match=r"^the body of 'add' to 'counter/a'"):
+                await rt.send("counter/a", "add", {"when": object()})
+            with pytest.raises(callboard.UnknownActor):
+                await rt.inspect("greeter/x")
+            await rt.wait_handled("counter/a", kept.seq)
+            view = await rt.inspect("counter/a")
+    assert view.state["seen"] == ["kept"] and view.cursor == 1
+
+
+@attrs.define
+class Strict:
+    count: int = 0
+
+
+class StrictCounter(callboard.Actor):
+    kind = "counter"
+    state_type = Strict
+    virtual = True
+
+    async def handle(self, ctx, message):
+        self.state.count += 1
+
+
+async def test_a_snapshot_that_does_not_structure_fails_the_actor_with_a_message_naming_it(
+    tmp_path,
+):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+            ack = await rt.send("counter/a", "add", {"id": "m1"})
+            await rt.wait_handled("counter/a", ack.seq)
+        # The same data directory, now with a state class the snapshot does not fit.
+        db = sqlite3.connect(tmp_path / "callboard.sqlite3")
+        db.execute('UPDATE actors SET state = \'{"count": "many"}\'')
+        db.commit()
+        db.close()
+        async with callboard.open_runtime(tmp_path, kinds=[StrictCounter]) as rt:
+            kept = await rt.send("counter/a", "add", {"id": "m2"})
+            async with rt.subscribe("counter/a", after=0) as events:
+                async for event in events:
+                    if event.type == "actor.failed":
+                        break
+            view = await rt.inspect("counter/a")
+    assert kept == callboard.Ack(2)
+    assert view.status == "failed" and view.mailbox == 1
+    assert view.last_error["type"] == "StateError"
+    assert "'counter/a'" in view.last_error["message"]
+    assert "$.count" in view.last_error["message"] or "count" in view.last_error["message"]
+
+
+async def test_no_event_is_announced_before_its_commit_is_durable(tmp_path):
+    Gate.gate = trio.Event()
+    seen: list[str] = []
+
+    async def consume(events) -> None:
+        async for event in events:
+            seen.append(event.type)
+
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            async with rt.subscribe("gate/g") as events, trio.open_nursery() as nursery:
+                nursery.start_soon(consume, events)
+                ack = await rt.send("gate/g", "go")
+                await trio.testing.wait_all_tasks_blocked()
+                # Hold the database's write lock so the handler's commit cannot land.
+                holder = sqlite3.connect(tmp_path / "callboard.sqlite3", isolation_level=None)
+                holder.execute("BEGIN IMMEDIATE")
+                Gate.gate.set()
+                await trio.testing.wait_all_tasks_blocked()
+                while_held = list(seen)
+                view = await rt.inspect("gate/g")
+                holder.execute("ROLLBACK")
+                holder.close()
+                await rt.wait_handled("gate/g", ack.seq)
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+    assert while_held == ["actor.started"]
+    assert view.cursor == 0 and view.state == {}
+    assert seen == ["actor.started", "passed"]
