@@ -36,6 +36,8 @@ from .runtime import Runtime as Runtime
 from .runtime import RuntimeConfig as RuntimeConfig
 from .runtime import Subscription as Subscription
 from .runtime import open_runtime as open_runtime
+from .supervisor import ChildSpec as ChildSpec
+from .supervisor import supervise as supervise
 
 __version__ = "0.1.0"
 
@@ -50,6 +52,7 @@ __all__ = [
     "BadMessage",
     "BadRequest",
     "CallboardError",
+    "ChildSpec",
     "Context",
     "CrashReason",
     "DataDirectoryLocked",
@@ -69,4 +72,5 @@ __all__ = [
     "UnknownActor",
     "UnknownKind",
     "open_runtime",
+    "supervise",
 ]

@@ -8,9 +8,9 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from core_kinds import Counter
 
 import callboard
-from core_kinds import Counter
 
 
 @attrs.define
@@ -33,8 +33,10 @@ class Gate(callboard.Actor):
     kind = "gate"
     virtual = True
     gate: trio.Event
+    entered: trio.Event
 
     async def handle(self, ctx, message):
+        Gate.entered.set()
         ctx.emit("passed", {})
         self.state["passed"] = True
         await Gate.gate.wait()
@@ -193,7 +195,7 @@ async def test_a_snapshot_that_does_not_structure_fails_the_actor_with_a_message
 
 
 async def test_no_event_is_announced_before_its_commit_is_durable(tmp_path):
-    Gate.gate = trio.Event()
+    Gate.gate, Gate.entered = trio.Event(), trio.Event()
     seen: list[str] = []
 
     async def consume(events) -> None:
@@ -205,6 +207,7 @@ async def test_no_event_is_announced_before_its_commit_is_durable(tmp_path):
             async with rt.subscribe("gate/g") as events, trio.open_nursery() as nursery:
                 nursery.start_soon(consume, events)
                 ack = await rt.send("gate/g", "go")
+                await Gate.entered.wait()
                 await trio.testing.wait_all_tasks_blocked()
                 # Hold the database's write lock so the handler's commit cannot land.
                 holder = sqlite3.connect(tmp_path / "callboard.sqlite3", isolation_level=None)

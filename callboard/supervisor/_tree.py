@@ -82,14 +82,16 @@ class _Group:
             len(children) * 2 + 8
         )
 
-    def start(self, nursery: trio.Nursery, spec: ChildSpec) -> None:
+    async def start(self, nursery: trio.Nursery, spec: ChildSpec) -> None:
         self.generation += 1
         running = _Running(spec, trio.CancelScope(), trio.Event(), self.generation)
         self.running[spec.id] = running
-        nursery.start_soon(self._run, running, name=f"child {spec.id}")
+        # nursery.start, not start_soon: children begin strictly left to right.
+        await nursery.start(self._run, running, name=f"child {spec.id}")
 
-    async def _run(self, running: _Running) -> None:
+    async def _run(self, running: _Running, task_status: trio.TaskStatus[None]) -> None:
         outcome: BaseException | None = None
+        task_status.started()
         with running.scope:
             try:
                 await running.spec.start(*running.spec.args)
@@ -129,7 +131,7 @@ async def supervise(
     group = _Group(children, strategy, intensity, period, backoff)
     async with trio.open_nursery() as nursery:
         for spec in group.order:
-            group.start(nursery, spec)
+            await group.start(nursery, spec)
         task_status.started()
         while group.running:
             child_id, generation, outcome = await group.receive.receive()
@@ -174,4 +176,4 @@ async def supervise(
                 if restart.id == child_id or (
                     restart in siblings and restart.restart != "temporary"
                 ):
-                    group.start(nursery, restart)
+                    await group.start(nursery, restart)
