@@ -40,5 +40,6 @@ __all__ = [
     "converter",
     "dumps",
     "loads",
+    "open_sqlite_store",
     "structure_error",
 ]
