@@ -17,9 +17,9 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import core_kinds  # noqa: E402
+import core_kinds
 
-import callboard  # noqa: E402
+import callboard
 
 KINDS = [core_kinds.Counter, core_kinds.Brittle]
 

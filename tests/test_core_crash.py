@@ -6,10 +6,10 @@ import random
 import re
 
 import trio
-
-import callboard
 from child import Child
 from core_kinds import Brittle, Counter
+
+import callboard
 
 ACK = re.compile(r"^ack (\S+) (\d+) (\d+)$")
 SENDERS, ACTORS = 8, 5

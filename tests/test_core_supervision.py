@@ -6,9 +6,9 @@ import random
 
 import pytest
 import trio
+from core_kinds import Brittle, Counter
 
 import callboard
-from core_kinds import Brittle, Counter
 
 
 class Flaky(callboard.Actor):
