@@ -1,0 +1,241 @@
+"""Streamed ``chat.completion.chunk`` objects, accumulated into one finished reply.
+
+Pure: no I/O, no trio. The client feeds it the JSON of each event; the agent
+layer gets back an :class:`AssistantReply`, the durable form of the answer.
+
+What a stream looks like (OpenAI's format, which compatible servers copy):
+text arrives as ``choices[0].delta.content`` pieces; each tool call arrives
+as deltas that name its position in ``index``, its ``id`` and function
+``name`` once, and its ``arguments`` JSON in pieces, possibly interleaved
+with the pieces of another call; ``finish_reason`` arrives on the last
+choice chunk; with ``stream_options.include_usage`` a final chunk carries
+``usage`` and an empty ``choices`` list.
+
+We ask for one choice, so choices with an ``index`` other than 0 are ignored.
+A chunk of the wrong shape raises :class:`~callboard.errors.ModelError`
+(``retryable=False``: the same server will send the same shape again)
+naming the chunk, the field, what was expected and what arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NoReturn, TypeVar
+
+import attrs
+
+from callboard.errors import ModelError
+
+__all__ = ["AssistantReply", "ChunkAccumulator", "ToolCall", "accumulate"]
+
+_T = TypeVar("_T")
+
+# Error types that servers send inside a stream when asking again may help.
+_RETRYABLE_ERROR_TYPES = frozenset(
+    {"server_error", "api_error", "overloaded_error", "rate_limit_error", "rate_limit_exceeded"}
+)
+
+
+@attrs.frozen
+class ToolCall:
+    """One function call the model asked for; ``arguments`` is the raw JSON text it wrote.
+
+    The text is kept raw (not parsed) because the model may write invalid JSON
+    and the tool layer, not the transport, decides how to answer that.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_message(self) -> dict[str, Any]:
+        """The call as it goes back to the server inside the assistant message."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@attrs.frozen
+class AssistantReply:
+    """A finished assistant message: what the turn journal records durably.
+
+    ``finish_reason`` is the server's (``"stop"``, ``"tool_calls"``,
+    ``"length"``...) or ``None`` if it sent ``[DONE]`` without one; ``usage``
+    is the server's token accounting when it sent one.
+    """
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        """The reply as the next request's ``messages`` entry (``content`` is null
+        when the model only called tools, as OpenAI itself sends it)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_message() for call in self.tool_calls]
+        return message
+
+
+@attrs.define
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = attrs.Factory(list)
+
+
+@attrs.define
+class ChunkAccumulator:
+    """Adds chunks one at a time (:meth:`add`), then builds the reply (:meth:`finish`)."""
+
+    _content: list[str] = attrs.field(factory=list, init=False)
+    _calls: dict[int, _PartialCall] = attrs.field(factory=dict, init=False)
+    _finish_reason: str | None = attrs.field(default=None, init=False)
+    _usage: dict[str, Any] | None = attrs.field(default=None, init=False)
+    _count: int = attrs.field(default=0, init=False)
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The finish reason seen so far: ``None`` until the last choice chunk."""
+        return self._finish_reason
+
+    def add(self, chunk: object) -> str:
+        """Fold one parsed chunk in; return the text it added ("" if none), for live display."""
+        self._count += 1
+        if not isinstance(chunk, dict):
+            self._malformed("it must be a JSON object", chunk)
+        if chunk.get("error") is not None:
+            raise _stream_error(chunk["error"])
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = self._expect(usage, dict, "'usage' must be an object")
+        choices = chunk.get("choices")
+        if choices is None:
+            return ""
+        self._expect(choices, list, "'choices' must be a list")
+        text: list[str] = []
+        for item in choices:
+            choice = self._expect(item, dict, "each choice must be an object")
+            index = choice.get("index", 0)
+            if type(index) is not int:
+                self._malformed("a choice's 'index' must be an integer", index)
+            if index == 0:
+                self._add_choice(choice, text)
+        return "".join(text)
+
+    def finish(self) -> AssistantReply:
+        """Build the reply. Tool calls come out in index order.
+
+        A call whose server never sent an ``id`` gets ``call_<index>`` (some
+        local servers omit ids; the conversation still needs one to pair the
+        result with the call). A call without a name cannot be run: that raises.
+        """
+        calls = []
+        for index in sorted(self._calls):
+            partial = self._calls[index]
+            if not partial.name:
+                raise ModelError(
+                    f"tool call {index} in the stream never received a function name, "
+                    "so it cannot be run",
+                    retryable=False,
+                )
+            calls.append(
+                ToolCall(
+                    id=partial.id or f"call_{index}",
+                    name=partial.name,
+                    arguments="".join(partial.arguments),
+                )
+            )
+        return AssistantReply(
+            content="".join(self._content),
+            tool_calls=tuple(calls),
+            finish_reason=self._finish_reason,
+            usage=self._usage,
+        )
+
+    def _add_choice(self, choice: dict[str, Any], text: list[str]) -> None:
+        delta = choice.get("delta")
+        if delta is not None:
+            self._expect(delta, dict, "'delta' must be an object")
+            content = delta.get("content")
+            if content is not None:
+                self._expect(content, str, "'delta.content' must be a string")
+                self._content.append(content)
+                text.append(content)
+            tool_calls = delta.get("tool_calls")
+            if tool_calls is not None:
+                self._expect(tool_calls, list, "'delta.tool_calls' must be a list")
+                for call in tool_calls:
+                    self._add_tool_call(call)
+        finish_reason = choice.get("finish_reason")
+        if finish_reason is not None:
+            self._finish_reason = self._expect(
+                finish_reason, str, "'finish_reason' must be a string"
+            )
+
+    def _add_tool_call(self, item: object) -> None:
+        delta = self._expect(item, dict, "each tool call delta must be an object")
+        index = delta.get("index")
+        if index is None:
+            # A few servers omit the index: an id starts a new call, no id continues the last.
+            index = max(self._calls, default=-1) + (1 if delta.get("id") or not self._calls else 0)
+        elif type(index) is not int:
+            self._malformed("a tool call's 'index' must be an integer", index)
+        call = self._calls.setdefault(index, _PartialCall())
+        call_id = delta.get("id")
+        if call_id is not None:
+            self._expect(call_id, str, "a tool call's 'id' must be a string")
+            call.id = call.id or call_id
+        function = delta.get("function")
+        if function is None:
+            return
+        self._expect(function, dict, "a tool call's 'function' must be an object")
+        name = function.get("name")
+        if name is not None:
+            self._expect(name, str, "a tool call's 'function.name' must be a string")
+            if name != call.name:  # sent once by OpenAI, repeated whole by some servers
+                call.name += name
+        arguments = function.get("arguments")
+        if arguments is not None:
+            self._expect(arguments, str, "a tool call's 'function.arguments' must be a string")
+            call.arguments.append(arguments)
+
+    def _expect(self, value: object, kind: type[_T], what: str) -> _T:
+        if not isinstance(value, kind):
+            self._malformed(what, value)
+        return value
+
+    def _malformed(self, what: str, value: object) -> NoReturn:
+        got = repr(value)
+        if len(got) > 80:
+            got = got[:77] + "..."
+        raise ModelError(
+            f"chunk {self._count} of the model's stream is malformed: {what} "
+            f"(got {got} that is a {type(value).__name__})",
+            retryable=False,
+        )
+
+
+def accumulate(chunks: Iterable[object]) -> AssistantReply:
+    """Accumulate a whole sequence of parsed chunks into a reply."""
+    accumulator = ChunkAccumulator()
+    for chunk in chunks:
+        accumulator.add(chunk)
+    return accumulator.finish()
+
+
+def _stream_error(error: object) -> ModelError:
+    """An ``{"error": ...}`` object sent in place of a chunk (vLLM, OpenRouter, proxies)."""
+    message, kind = str(error), ""
+    if isinstance(error, dict):
+        message = str(error.get("message") or error)
+        kind = str(error.get("type") or error.get("code") or "")
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return ModelError(
+        f"the model server reported an error in the middle of its answer: {message}",
+        retryable=kind in _RETRYABLE_ERROR_TYPES,
+    )

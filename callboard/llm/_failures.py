@@ -1,0 +1,153 @@
+"""How a failed model call is described: the words of every ``ModelError`` over HTTP.
+
+Kept apart from the client so the policy reads in one place: which HTTP
+answers are worth another attempt (408, 409, 429, 5xx), which are terminal
+and what each terminal message tells the user to fix. Every message passes
+through :meth:`Call.error`, which removes the API key, so a server that
+echoes the key (some do, in "Incorrect API key provided: ...") cannot leak it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import httpx
+
+from callboard.errors import ModelError
+
+__all__ = [
+    "API_KEY_ENV_VARS",
+    "Call",
+    "Retry",
+    "error_message",
+    "redact",
+    "retry_after",
+    "status_failure",
+]
+
+API_KEY_ENV_VARS = ("CALLBOARD_API_KEY", "OPENAI_API_KEY")
+"""Where the key is read from, in order, when no ``api_key=`` is given."""
+
+EXCERPT = 200  # characters of server text quoted in an error
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+CONTEXT_LENGTH = re.compile(r"context[_ ]length|context window|maximum context", re.IGNORECASE)
+
+
+class Retry(Exception):
+    """This attempt failed before the answer began and may be tried again."""
+
+    def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+@attrs.frozen
+class Call:
+    """What one ``stream_chat`` needs across its attempts (holds the key: never shown)."""
+
+    url: str
+    base_url: str
+    model: str
+    body: dict[str, Any]
+    headers: dict[str, str] = attrs.field(repr=False)
+    key: str | None = attrs.field(repr=False)
+    key_source: str
+
+    def error(self, message: str, *, status: int | None = None, retryable: bool) -> ModelError:
+        return ModelError(redact(message, self.key), status=status, retryable=retryable)
+
+    def excerpt(self, text: str) -> str:
+        text = redact(text, self.key).strip()
+        return text if len(text) <= EXCERPT else text[: EXCERPT - 3] + "..."
+
+
+def status_failure(call: Call, response: httpx.Response, body: str) -> ModelError | Retry:
+    """Translate a non-2xx answer into a terminal ``ModelError`` or a ``Retry``."""
+    status = response.status_code
+    said = f"The server said: {call.excerpt(error_message(body)) or '(nothing)'}"
+    where = f"the model server at {call.base_url}"
+    if status in RETRYABLE_STATUS or status >= 500:
+        what = "is rate limiting requests" if status == 429 else "failed"
+        error = call.error(f"{where} {what} (HTTP {status}). {said}", status=status, retryable=True)
+        return Retry(error, retry_after(response.headers))
+    if status in (401, 403):
+        if call.key:
+            message = (
+                f"{where} refused the API key (HTTP {status}): the key from {call.key_source} is "
+                f"wrong or lacks access to model {call.model!r}; set "
+                f"{' or '.join(API_KEY_ENV_VARS)} to a valid key. {said}"
+            )
+        else:
+            message = (
+                f"{where} requires an API key (HTTP {status}) and none was sent: the key is "
+                f"missing; set {' or '.join(API_KEY_ENV_VARS)}. {said}"
+            )
+    elif status in (400, 413) and CONTEXT_LENGTH.search(body):
+        message = (
+            f"the conversation is longer than model {call.model!r} accepts (HTTP {status} "
+            f"from {call.base_url}): it exceeds the context window; shorten or summarise it "
+            f"before asking again. {said}"
+        )
+    elif status == 404:
+        message = (
+            f"{where} has no {call.url} or no model {call.model!r} (HTTP 404): check base_url "
+            f"and the model name. {said}"
+        )
+    elif 300 <= status < 400:
+        location = response.headers.get("location", "elsewhere")
+        message = f"{where} redirected (HTTP {status}) to {location}: set base_url to it."
+    else:
+        message = f"{where} rejected the request (HTTP {status}). {said}"
+    return call.error(message, status=status, retryable=False)
+
+
+def error_message(body: str) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else the body itself."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+        if isinstance(error, str):
+            return error
+    return body
+
+
+def retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    text = headers.get("retry-after")
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        value = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, value) if math.isfinite(value) else None
+
+
+def redact(text: str, key: str | None) -> str:
+    return text.replace(key, "[redacted]") if key else text
