@@ -1,0 +1,382 @@
+"""Where jobs run: the :class:`Executor` seam, on this machine or over ssh.
+
+``shell_run`` and the job actor never touch a process or a job file directly:
+they go through an executor, so the same code drives a job on this host
+(:class:`LocalExecutor`) or on another one (:class:`SshExecutor`). Every
+method is a checkpoint.
+
+Both start a job the same way: the wrapper script from ``build_wrapper`` is
+fed to ``/bin/sh -s`` on the target, as stdin (never as an argument, which
+would put a size limit and a layer of quoting on it). The launcher exits as
+soon as the job runs, so the only process that is ours to reap lives for
+milliseconds; the job itself belongs to no one and survives us.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import attrs
+import trio
+
+from callboard.errors import ToolError
+
+from . import _procs
+from ._wrapper import REMOTE_PAUSE, JobFiles, build_stop_group_script, build_wait_exit_script
+
+__all__ = ["EXIT_WRITE_WAIT", "Executor", "LocalExecutor", "SshExecutor"]
+
+_POLL_FIRST = 0.001
+_POLL_MAX = 0.05
+#: How long ``wait_exit`` waits for the exit file once the job's process is gone.
+#: The monitor writes it within milliseconds; only a dead monitor takes longer.
+EXIT_WRITE_WAIT = 2.0
+# A remote wait is one ssh session of at most this long; then another begins.
+_REMOTE_WAIT_CHUNK = 60.0
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What ``shell_run`` and the job actor need from the machine a job runs on.
+
+    Paths are paths on that machine. ``pid`` is a job's pid, which is also
+    its process group id, because every job leads its own session. Every
+    method is a checkpoint. The reads and checks are cancel-safe (they change
+    nothing). ``start`` is not cancel-atomic: a launch cancelled midway may
+    have started the job, whose pid file then appears within milliseconds
+    (``shell_run`` looks for it and stops the job). A cancelled
+    ``stop_group`` still ends the group with SIGKILL.
+    """
+
+    async def start(self, script: str, files: JobFiles) -> None:
+        """Run the wrapper ``script``; return once the job runs and ``files.pid`` exists.
+
+        Raises ToolError if the job did not start (the message says why).
+        """
+        ...
+
+    async def wait_exit(self, files: JobFiles, pid: int, *, start_time: int | None = None) -> bool:
+        """Return once job ``pid`` has ended: True with an exit file, False without.
+
+        Waits as long as the job runs: bound it with ``trio.move_on_after``.
+        False means the process is gone and no exit file came within a few
+        seconds (its monitor was killed too). With ``start_time``, a later
+        process that reuses the pid is not mistaken for the job.
+        """
+        ...
+
+    async def read_text(self, path: Path) -> str | None:
+        """The whole of a small file as text, or None if there is no such file."""
+        ...
+
+    async def read_bytes(self, path: Path, offset: int, limit: int) -> bytes:
+        """Up to ``limit`` bytes from ``offset``. Raises FileNotFoundError if missing."""
+        ...
+
+    async def size(self, path: Path) -> int | None:
+        """The size of a file in bytes, or None if there is no such file."""
+        ...
+
+    async def exists(self, path: Path) -> bool:
+        """Whether the file exists."""
+        ...
+
+    async def remove(self, paths: Iterable[Path]) -> None:
+        """Remove files; missing ones are fine (removing twice succeeds)."""
+        ...
+
+    async def is_alive(self, pid: int, start_time: int) -> bool:
+        """True if ``pid`` is alive and still the process that started at ``start_time``."""
+        ...
+
+    async def start_time(self, pid: int) -> int | None:
+        """The start time of ``pid`` (``/proc/PID/stat`` field 22), or None if it is gone."""
+        ...
+
+    async def stop_group(self, pgid: int, grace: float) -> bool:
+        """SIGTERM the group, wait ``grace`` s, SIGKILL, wait; True once it is gone."""
+        ...
+
+
+def _launch_failure(files: JobFiles, stderr: bytes) -> ToolError:
+    reason = stderr.decode("utf-8", "replace").strip() or "no reason given"
+    return ToolError(f"job {files.job_id} did not start: {reason}")
+
+
+@attrs.define
+class LocalExecutor:
+    """Runs jobs on this machine with ``/bin/sh``.
+
+    ``start_timeout`` bounds the launch (the launcher normally takes a few
+    milliseconds; it is only slow on a machine that is out of processes).
+    """
+
+    start_timeout: float = 10.0
+
+    async def start(self, script: str, files: JobFiles) -> None:
+        with trio.move_on_after(self.start_timeout):
+            done = await trio.run_process(
+                ["/bin/sh", "-s"],
+                stdin=script.encode("utf-8"),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise _launch_failure(files, done.stderr)
+            if not await _exists(files.pid):
+                raise ToolError(f"job {files.job_id} started but left no pid file at {files.pid}")
+            return
+        raise ToolError(f"job {files.job_id} did not start within {self.start_timeout:g}s")
+
+    async def wait_exit(self, files: JobFiles, pid: int, *, start_time: int | None = None) -> bool:
+        # The job is not our child, but the kernel still tells us when it
+        # exits: a pidfd becomes readable then. The monitor writes the exit
+        # file a moment later, which a short poll picks up.
+        if await _exists(files.exit):
+            return True
+        if start_time is None or _procs.is_same_process(pid, start_time):
+            await _wait_pid_exit(pid)
+        with trio.move_on_after(EXIT_WRITE_WAIT):
+            await _wait_for_file(files.exit)
+            return True
+        return await _exists(files.exit)
+
+    async def read_text(self, path: Path) -> str | None:
+        def read() -> str | None:
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                return None
+
+        return await trio.to_thread.run_sync(read)
+
+    async def read_bytes(self, path: Path, offset: int, limit: int) -> bytes:
+        def read() -> bytes:
+            with path.open("rb") as file:
+                file.seek(offset)
+                return file.read(limit)
+
+        return await trio.to_thread.run_sync(read)
+
+    async def size(self, path: Path) -> int | None:
+        def size() -> int | None:
+            try:
+                return os.stat(path).st_size
+            except FileNotFoundError:
+                return None
+
+        return await trio.to_thread.run_sync(size)
+
+    async def exists(self, path: Path) -> bool:
+        return await _exists(path)
+
+    async def remove(self, paths: Iterable[Path]) -> None:
+        def remove_all(todo: list[Path]) -> None:
+            for path in todo:
+                path.unlink(missing_ok=True)
+
+        await trio.to_thread.run_sync(remove_all, list(paths))
+
+    async def is_alive(self, pid: int, start_time: int) -> bool:
+        await trio.lowlevel.checkpoint()
+        return _procs.is_same_process(pid, start_time)
+
+    async def start_time(self, pid: int) -> int | None:
+        await trio.lowlevel.checkpoint()
+        return _procs.process_start_time(pid)
+
+    async def stop_group(self, pgid: int, grace: float) -> bool:
+        return await _procs.stop_group(pgid, grace=grace)
+
+
+async def _wait_pid_exit(pid: int) -> None:
+    """Return when ``pid`` has exited (a zombie counts as exited)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfd on this kernel: watch /proc
+        delay = _POLL_FIRST
+        while (stat := _procs.read_stat(pid)) is not None and stat.alive:
+            await trio.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        trio.lowlevel.notify_closing(fd)
+        os.close(fd)
+
+
+async def _exists(path: Path) -> bool:
+    return await trio.to_thread.run_sync(os.path.exists, path)
+
+
+async def _wait_for_file(path: Path) -> None:
+    delay = _POLL_FIRST
+    while not await _exists(path):
+        await trio.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX)
+
+
+def _q(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
+def _validate_host(host: str) -> str:
+    if not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise ToolError(f"ssh host {host!r} is not a host name")
+    return host
+
+
+def _validate_options(options: Sequence[str]) -> tuple[str, ...]:
+    for option in options:
+        if "=" not in option or option.startswith("-"):
+            raise ToolError(f"ssh option {option!r} must look like Key=Value (it is passed as -o)")
+    return tuple(options)
+
+
+@attrs.define
+class SshExecutor:
+    """Runs jobs on another machine with the system ``ssh`` client.
+
+    ``options`` are ``Key=Value`` pairs, each passed as ``-o``. ``BatchMode``
+    is always on: a password prompt would hang a tool call. Each operation is
+    one ``ssh HOST /bin/sh -s`` with a small script on stdin, bounded by
+    ``op_timeout`` (plus the time the operation itself is meant to take).
+    The far side needs ``/bin/sh``, ``setsid``, ``base64``, ``awk`` and Linux
+    ``/proc``.
+    """
+
+    host: str = attrs.field(converter=_validate_host)
+    port: int = attrs.field(default=22, kw_only=True)
+    user: str | None = attrs.field(default=None, kw_only=True)
+    identity_file: Path | None = attrs.field(default=None, kw_only=True)
+    options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_validate_options)
+    connect_timeout: int = attrs.field(default=10, kw_only=True)
+    op_timeout: float = attrs.field(default=30.0, kw_only=True)
+
+    def argv(self) -> list[str]:
+        """The ``ssh`` command line that runs ``/bin/sh -s`` on the host."""
+        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
+        argv += ["-p", str(self.port)]
+        if self.identity_file is not None:
+            argv += ["-i", str(self.identity_file)]
+        if self.user is not None:
+            argv += ["-l", self.user]
+        for option in self.options:
+            argv += ["-o", option]
+        return [*argv, "--", self.host, "/bin/sh -s"]
+
+    async def _run(
+        self, script: str, *, extra_time: float = 0.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        limit = self.op_timeout + extra_time
+        with trio.move_on_after(limit):
+            done = await trio.run_process(
+                self.argv(),
+                stdin=script.encode("utf-8"),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            if done.returncode == 255:
+                reason = done.stderr.decode("utf-8", "replace").strip()
+                raise ToolError(f"ssh to {self.host}:{self.port} failed: {reason}")
+            return done
+        raise ToolError(f"ssh to {self.host}:{self.port} did not answer within {limit:g}s")
+
+    def _unexpected(self, what: str, done: subprocess.CompletedProcess[bytes]) -> ToolError:
+        reason = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+        return ToolError(f"{what} on {self.host} failed: {reason}")
+
+    async def start(self, script: str, files: JobFiles) -> None:
+        done = await self._run(script)
+        if done.returncode != 0:
+            raise _launch_failure(files, done.stderr)
+
+    async def wait_exit(self, files: JobFiles, pid: int, *, start_time: int | None = None) -> bool:
+        # One remote loop per chunk instead of one ssh session per poll. The
+        # chunk ends no later than our deadline, so a cancelled wait leaves
+        # no loop behind (and the heartbeat ends it if it would).
+        while True:
+            left = trio.current_effective_deadline() - trio.current_time()
+            chunk = max(REMOTE_PAUSE, min(_REMOTE_WAIT_CHUNK, left + 1.0))
+            script = build_wait_exit_script(
+                files, pid, start_time=start_time, seconds=chunk, gone_wait=EXIT_WRITE_WAIT
+            )
+            done = await self._run(script, extra_time=chunk)
+            if done.returncode in (0, 4):
+                return done.returncode == 0
+            if done.returncode != 1:
+                raise self._unexpected(f"waiting for job {files.job_id}", done)
+
+    async def read_text(self, path: Path) -> str | None:
+        done = await self._run(f'f={_q(path)}\n[ -e "$f" ] || exit 3\ncat -- "$f"\n')
+        if done.returncode == 3:
+            return None
+        if done.returncode != 0:
+            raise self._unexpected(f"reading {path}", done)
+        return done.stdout.decode("utf-8", "replace")
+
+    async def read_bytes(self, path: Path, offset: int, limit: int) -> bytes:
+        script = f'f={_q(path)}\n[ -e "$f" ] || exit 3\n'
+        if limit > 0:
+            script += f'tail -c +{offset + 1} -- "$f" | head -c {limit}\n'
+        done = await self._run(script)
+        if done.returncode == 3:
+            raise FileNotFoundError(f"no such file on {self.host}: {path}")
+        if done.returncode != 0:
+            raise self._unexpected(f"reading {path}", done)
+        return done.stdout
+
+    async def size(self, path: Path) -> int | None:
+        done = await self._run(f'f={_q(path)}\n[ -e "$f" ] || exit 3\nwc -c <"$f"\n')
+        if done.returncode == 3:
+            return None
+        if done.returncode != 0:
+            raise self._unexpected(f"sizing {path}", done)
+        return int(done.stdout.strip())
+
+    async def exists(self, path: Path) -> bool:
+        done = await self._run(f"[ -e {_q(path)} ]\n")
+        return done.returncode == 0
+
+    async def remove(self, paths: Iterable[Path]) -> None:
+        quoted = " ".join(_q(path) for path in paths)
+        if not quoted:
+            await trio.lowlevel.checkpoint()
+            return
+        done = await self._run(f"rm -f -- {quoted}\n")
+        if done.returncode != 0:
+            raise self._unexpected("removing job files", done)
+
+    async def _stat(self, pid: int) -> _procs.ProcStat | None:
+        if pid < 1:
+            await trio.lowlevel.checkpoint()
+            return None
+        done = await self._run(f"cat /proc/{int(pid)}/stat 2>/dev/null || exit 3\n")
+        if done.returncode != 0:
+            return None
+        return _procs.parse_stat(done.stdout.decode("utf-8", "replace"))
+
+    async def is_alive(self, pid: int, start_time: int) -> bool:
+        stat = await self._stat(pid)
+        return stat is not None and stat.alive and stat.start_time == start_time
+
+    async def start_time(self, pid: int) -> int | None:
+        stat = await self._stat(pid)
+        return None if stat is None else stat.start_time
+
+    async def stop_group(self, pgid: int, grace: float) -> bool:
+        if pgid <= 1:
+            raise ToolError(f"refusing to signal process group {pgid} on {self.host}")
+        script = build_stop_group_script(pgid, grace=grace, kill_wait=_procs.KILL_WAIT)
+        done = await self._run(script, extra_time=grace + _procs.KILL_WAIT)
+        return done.returncode == 0
