@@ -24,6 +24,8 @@ def pytest_pyfunc_call(pyfuncitem):
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--longrun", action="store_true", default=False,
+        "--longrun",
+        action="store_true",
+        default=False,
         help="run the crash tests for hundreds of iterations",
     )

@@ -183,7 +183,9 @@ async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the
                     seqs.append(event.seq)
                     if event.type == "counted" and event.data["id"] == "m19":
                         break
-            with pytest.raises(callboard.Lagged, match=r"subscribe again with after=23 to get the rest$"):
+            with pytest.raises(
+                callboard.Lagged, match=r"subscribe again with after=23 to get the rest$"
+            ):
                 async with rt.subscribe("counter/l", buffer=2, on_lag="raise") as live:
                     for n in range(20, 30):
                         await rt.send("counter/l", "add", {"id": f"m{n}"})

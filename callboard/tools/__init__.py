@@ -1,10 +1,13 @@
 """The agent's tools: files confined to a workspace, the tool registry and the approval policy.
 
-The shell tools (``shell_run``, ``job_output``, ``job_list``, ``job_stop``) are
-re-exported here too once they land; the model sees every tool through
-``tool_schemas`` and ``parse_arguments``.
+The shell machinery (``shell_run``, jobs detached with ``setsid`` whose pid,
+output and exit status live in files, local and SSH executors) is here too;
+the model sees every tool through ``tool_schemas`` and ``parse_arguments``.
 """
 
+from ._executor import Executor as Executor
+from ._executor import LocalExecutor as LocalExecutor
+from ._executor import SshExecutor as SshExecutor
 from ._files import MAX_EDIT_BYTES as MAX_EDIT_BYTES
 from ._files import MAX_LIST_ENTRIES as MAX_LIST_ENTRIES
 from ._files import MAX_READ_BYTES as MAX_READ_BYTES
@@ -16,12 +19,27 @@ from ._policy import APPROVALS as APPROVALS
 from ._policy import DEFAULT_APPROVAL_POLICY as DEFAULT_APPROVAL_POLICY
 from ._policy import Approval as Approval
 from ._policy import ApprovalPolicy as ApprovalPolicy
+from ._procs import is_same_process as is_same_process
+from ._procs import process_start_time as process_start_time
+from ._procs import signal_group as signal_group
+from ._procs import stop_group as stop_group
 from ._registry import FILE_TOOL_NAMES as FILE_TOOL_NAMES
 from ._registry import TOOL_NAMES as TOOL_NAMES
 from ._registry import parse_arguments as parse_arguments
 from ._registry import run_file_tool as run_file_tool
 from ._registry import tool_schemas as tool_schemas
+from ._shell import STOP_GRACE as STOP_GRACE
+from ._shell import JobHandle as JobHandle
+from ._shell import JobOutput as JobOutput
+from ._shell import ShellResult as ShellResult
+from ._shell import read_job_output as read_job_output
+from ._shell import shell_run as shell_run
 from ._workspace import Workspace as Workspace
+from ._wrapper import JobFiles as JobFiles
+from ._wrapper import build_wrapper as build_wrapper
+from ._wrapper import new_job_id as new_job_id
+from ._wrapper import owner_dir as owner_dir
+from ._wrapper import validate_job_id as validate_job_id
 
 __all__ = [
     "APPROVALS",
@@ -30,15 +48,33 @@ __all__ = [
     "MAX_EDIT_BYTES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_BYTES",
+    "STOP_GRACE",
     "TOOL_NAMES",
     "Approval",
     "ApprovalPolicy",
+    "Executor",
+    "JobFiles",
+    "JobHandle",
+    "JobOutput",
+    "LocalExecutor",
+    "ShellResult",
+    "SshExecutor",
     "Workspace",
+    "build_wrapper",
     "edit_file",
+    "is_same_process",
     "list_dir",
+    "new_job_id",
+    "owner_dir",
     "parse_arguments",
+    "process_start_time",
     "read_file",
+    "read_job_output",
     "run_file_tool",
+    "shell_run",
+    "signal_group",
+    "stop_group",
     "tool_schemas",
+    "validate_job_id",
     "write_file",
 ]
