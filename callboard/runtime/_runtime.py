@@ -439,6 +439,17 @@ class Runtime:
                 if isinstance(ack, StoredAck) and not ack.duplicate:
                     self._poke(ack.address)
 
+    async def _sweep_idle(self) -> None:
+        """Passivate actors idle for ``passivate_after``: memory follows the
+        working set, not the number of actors ever touched."""
+        period = self.config.passivate_after
+        while True:
+            await trio.sleep(max(period / 4, 0.001))
+            now = trio.current_time()
+            for cell in list(self._cells.values()):
+                if cell.idle_since is not None and now - cell.idle_since >= period:
+                    cell.request_passivation()
+
     async def _prune_keys(self) -> None:
         while True:
             await trio.sleep(max(60.0, self.config.key_window / 10))
@@ -492,6 +503,7 @@ async def open_runtime(
                         log.info("recovered %d actors with unfinished work", recovered)
                     services.start_soon(rt._run_timers, name="timers")
                     services.start_soon(rt._prune_keys, name="key pruning")
+                    services.start_soon(rt._sweep_idle, name="passivation")
                     try:
                         yield rt
                     finally:

@@ -76,6 +76,8 @@ class ActorCell:
         self._taken = 0
         self._overflow = False
         self._wakeup = trio.Event()
+        self._passivation_requested = False
+        self.idle_since: float | None = None
         self._lock = trio.Lock()
         self._actor: Actor | None = None
         self._activities: trio.Nursery | None = None
@@ -124,6 +126,11 @@ class ActorCell:
     def poke(self) -> None:
         """Something arrived that was not delivered in memory (a fired timer)."""
         self._overflow = True
+        self._wakeup.set()
+
+    def request_passivation(self) -> None:
+        """The runtime's sweeper found this actor idle for long enough."""
+        self._passivation_requested = True
         self._wakeup.set()
 
     def request_stop(self) -> None:
@@ -235,10 +242,16 @@ class ActorCell:
                 if self._overflow:
                     self._reload()
                     continue
+                # Idle: the runtime's sweeper asks us to passivate when this
+                # lasted long enough (one sweeper, not a timer per message).
                 self._wakeup = trio.Event()
-                with trio.move_on_after(self._svc.passivate_after) as idle:
+                self.idle_since = trio.current_time()
+                try:
                     await self._wakeup.wait()
-                if idle.cancelled_caught and self._can_passivate():
+                finally:
+                    self.idle_since = None
+                requested, self._passivation_requested = self._passivation_requested, False
+                if requested and self._can_passivate():
                     await self._passivate()
                     return
                 continue
