@@ -40,7 +40,7 @@ class _Host(Protocol):
     effects: Effects
 
     def wall_time(self) -> float: ...
-    def check_kind(self, kind: str) -> None: ...
+    def create_kind(self, kind: str) -> str | None: ...
     def publish_ephemeral(self, type: str, data: Any) -> None: ...
     def start_activity(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None: ...
     async def checkpoint(self) -> None: ...
@@ -80,9 +80,9 @@ class Context:
     def send(self, to: str, type: str, body: Any = None, *, key: str | None = None) -> None:
         """Send a message as part of this actor's next commit."""
         kind, _ = parse_address(to)
-        self._host.check_kind(kind)
+        create = self._host.create_kind(kind)
         data = encode_body(body, what=f"the body of {type!r} to {to!r}")
-        self._host.effects.sends.append(Enqueue(to, type, data, self.address, key, None))
+        self._host.effects.sends.append(Enqueue(to, type, data, self.address, key, create))
 
     def schedule(
         self,

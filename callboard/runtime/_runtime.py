@@ -159,6 +159,11 @@ class Runtime:
             known = ", ".join(sorted(self._kinds)) or "none"
             raise UnknownKind(f"there is no actor kind {kind!r} (known kinds: {known})")
 
+    def create_kind(self, kind: str) -> str | None:
+        """The kind to create a missing actor as (virtual kinds), else None."""
+        self.check_kind(kind)
+        return kind if self._kinds[kind].virtual else None
+
     def _kind_of(self, address: str) -> type[Actor]:
         kind, _ = parse_address(address)
         self.check_kind(kind)

@@ -42,7 +42,7 @@ class CellServices(Protocol):
     passivate_after: float
 
     def wall_time(self) -> float: ...
-    def check_kind(self, kind: str) -> None: ...
+    def create_kind(self, kind: str) -> str | None: ...
     def publish(self, event: Event) -> None: ...
     def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None: ...
     def timers_changed(self) -> None: ...
@@ -146,8 +146,8 @@ class ActorCell:
     def wall_time(self) -> float:
         return self._svc.wall_time()
 
-    def check_kind(self, kind: str) -> None:
-        self._svc.check_kind(kind)
+    def create_kind(self, kind: str) -> str | None:
+        return self._svc.create_kind(kind)
 
     def publish_ephemeral(self, type: str, data: Any) -> None:
         self._svc.publish(Event(self.address, None, type, data, self.wall_time()))

@@ -1,0 +1,80 @@
+"""Agents: the turn, its journal, and the ``session`` kind.
+
+General layout, bottom up:
+
+- ``_journal``: the turn journal, a pure state machine (no trio): where a turn
+  stands, what to do next, and what each step appends to the conversation.
+  Shared by sessions and tasks.
+- ``_turn``: `drive_turn`, which runs a turn inside an actor's activity (model
+  calls, tool calls, approvals), committing after every step.
+- ``_session``: the `Session` actor kind (``session``): a conversation and a
+  prompt queue driven by messages.
+"""
+
+from ._journal import CANCELLED_RESULT as CANCELLED_RESULT
+from ._journal import INTERRUPTED_RESULT as INTERRUPTED_RESULT
+from ._journal import NOT_RUN_RESULT as NOT_RUN_RESULT
+from ._journal import AskModel as AskModel
+from ._journal import AwaitApproval as AwaitApproval
+from ._journal import CallRecord as CallRecord
+from ._journal import Refuse as Refuse
+from ._journal import ReportInterrupted as ReportInterrupted
+from ._journal import RequestApproval as RequestApproval
+from ._journal import RunTool as RunTool
+from ._journal import Step as Step
+from ._journal import TurnJournal as TurnJournal
+from ._journal import begin_turn as begin_turn
+from ._journal import close_turn as close_turn
+from ._journal import conversation as conversation
+from ._journal import next_step as next_step
+from ._journal import record_approval as record_approval
+from ._journal import record_approval_asked as record_approval_asked
+from ._journal import record_reply as record_reply
+from ._journal import record_result as record_result
+from ._journal import record_started as record_started
+from ._session import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
+from ._session import QueuedPrompt as QueuedPrompt
+from ._session import Session as Session
+from ._session import SessionSpec as SessionSpec
+from ._session import SessionState as SessionState
+from ._turn import MODEL_CALL_ATTEMPTS as MODEL_CALL_ATTEMPTS
+from ._turn import NO_MODEL_HELP as NO_MODEL_HELP
+from ._turn import AgentSettings as AgentSettings
+from ._turn import ConversationLog as ConversationLog
+from ._turn import close_turn_records as close_turn_records
+from ._turn import drive_turn as drive_turn
+
+__all__ = [
+    "CANCELLED_RESULT",
+    "DEFAULT_SYSTEM_PROMPT",
+    "INTERRUPTED_RESULT",
+    "MODEL_CALL_ATTEMPTS",
+    "NOT_RUN_RESULT",
+    "NO_MODEL_HELP",
+    "AgentSettings",
+    "AskModel",
+    "AwaitApproval",
+    "CallRecord",
+    "ConversationLog",
+    "QueuedPrompt",
+    "Refuse",
+    "ReportInterrupted",
+    "RequestApproval",
+    "RunTool",
+    "Session",
+    "SessionSpec",
+    "SessionState",
+    "Step",
+    "TurnJournal",
+    "begin_turn",
+    "close_turn",
+    "close_turn_records",
+    "conversation",
+    "drive_turn",
+    "next_step",
+    "record_approval",
+    "record_approval_asked",
+    "record_reply",
+    "record_result",
+    "record_started",
+]

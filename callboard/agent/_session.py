@@ -1,0 +1,337 @@
+"""The ``session`` kind: an interactive agent with a conversation and a prompt queue.
+
+Handlers stay short; turns run in one activity, the *runner*, which takes
+the prompt at the front of the queue, runs its turn (`drive_turn`), ends
+it, and goes on while the queue has prompts and the session is not paused.
+Handlers keep running while a turn runs: a new prompt is queued, ``pause``
+holds the queue after the running turn, ``cancel`` cancels the turn's scope
+and records its end in the handler's own commit, ``approve`` answers a
+pending approval and wakes the runner.
+
+Recorded before announced, for free: every event goes through the commit
+that holds the change it announces. So a dequeued prompt is recorded as the
+active turn (with its prompt appended to the conversation) in the commit
+that carries ``queue.dequeued`` and ``turn.started``, and the turn is
+cleared in the commit that carries its ``turn.completed`` (or ``cancelled``,
+``failed``). A dequeue whose commit fails never happened: the actor crashes,
+restarts from the snapshot before it, and the prompt is still at the front.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ..actors import Actor, Context
+from ..errors import ModelError
+from ..llm import ChatClient
+from ..mailbox import Message
+from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
+from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "QueuedPrompt", "Session", "SessionSpec", "SessionState"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a coding agent working in a workspace directory. Use the tools to read, "
+    "write, edit and list files there. Answer briefly once the work is done."
+)
+
+_CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
+
+
+# The validators raise TypeError, not ValueError, only because the store's
+# structure_error (cattrs' default formatter) words a ValueError as "invalid
+# value" and drops its message, while it keeps a TypeError's.
+
+
+def _check_workspace(instance: SessionSpec, attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value or not os.path.isabs(value):
+        raise TypeError(f"'workspace' must be an absolute path to a directory, got {value!r}")
+
+
+def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
+    if value is not None:
+        try:
+            ApprovalPolicy.from_json(value)
+        except ValueError as exc:
+            raise TypeError(f"'approvals': {exc}") from None
+
+
+@attrs.frozen
+class SessionSpec:
+    """How a session is spawned (JSON over the gateway).
+
+    ``model`` and ``base_url`` default, at each turn, to ``$CALLBOARD_MODEL`` and
+    ``$CALLBOARD_MODEL_URL``. ``approvals`` is a policy word or a mapping
+    (`ApprovalPolicy.from_json`); None means `DEFAULT_APPROVAL_POLICY`.
+    ``on_restart`` says what happens to a turn cut off by a crash: ``continue``
+    it, or report it as ``turn.interrupted`` and pause the queue.
+    """
+
+    workspace: str = attrs.field(validator=_check_workspace)
+    model: str | None = None
+    base_url: str | None = None
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    approvals: Any = attrs.field(default=None, validator=_check_approvals)
+    on_restart: Literal["continue", "interrupt"] = "continue"
+
+
+@attrs.define
+class QueuedPrompt:
+    """A prompt waiting in the queue."""
+
+    id: str
+    text: str
+
+
+@attrs.define
+class SessionState:
+    """The snapshot: the queue, whether it is held, and the running turn's journal."""
+
+    queue: list[QueuedPrompt] = attrs.Factory(list)
+    paused: bool = False
+    active: TurnJournal | None = None
+    prompts: int = 0  # prompt ids issued so far
+    turns: int = 0  # turn ids issued so far
+
+
+class Session(Actor):
+    """An interactive agent session. See the module docstring and DESIGN.md "Sessions".
+
+    Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
+    ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
+    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved"}``;
+    ``approved`` defaults to true). A message that cannot apply is answered
+    with a ``message.rejected`` event saying why, and changes nothing.
+    """
+
+    kind = "session"
+    state_type = SessionState
+    spec_type = SessionSpec
+    state: SessionState
+    spec: SessionSpec
+
+    def __init__(self, address: str, spec: Any, state: Any) -> None:
+        super().__init__(address, spec, state)
+        self._chat = ConversationLog()
+        self._runner = False
+        self._scope: trio.CancelScope | None = None
+        self._approvals = trio.Event()
+
+    def is_busy(self) -> bool:
+        return self.state.active is not None or (bool(self.state.queue) and not self.state.paused)
+
+    async def on_start(self, ctx: Context) -> None:
+        turn = self.state.active
+        if turn is not None:
+            if self.spec.on_restart == "interrupt":
+                close_turn_records(ctx, turn, self._chat, INTERRUPTED_RESULT)
+                self.state.active = None
+                ctx.emit("turn.interrupted", _turn_event(turn, prompt=turn.prompt))
+                if not self.state.paused:
+                    self.state.paused = True
+                    ctx.emit("session.paused", {"reason": "a turn was interrupted by a restart"})
+            else:
+                ctx.emit("turn.resumed", _turn_event(turn, prompt=turn.prompt))
+        self._wake(ctx)
+
+    async def on_stop(self, ctx: Context) -> None:
+        turn = self.state.active
+        if turn is not None:
+            if self._scope is not None:
+                self._scope.cancel()
+            close_turn_records(ctx, turn, self._chat)
+            self.state.active = None
+            ctx.emit("turn.cancelled", _turn_event(turn, reason="the session was stopped"))
+
+    async def handle(self, ctx: Context, message: Message) -> None:
+        body = message.body if isinstance(message.body, dict) else {}
+        if message.type == "prompt":
+            text = message.body if isinstance(message.body, str) else body.get("text")
+            if not isinstance(text, str) or not text.strip():
+                _reject(ctx, message, "a prompt needs non-empty text: {'text': '...'}")
+                return
+            self._enqueue(ctx, text)
+        elif message.type == "queue.remove":
+            self._remove(ctx, message, body.get("id"))
+        elif message.type == "queue.move":
+            self._move(ctx, message, body.get("id"), body.get("to"))
+        elif message.type == "pause":
+            if not self.state.paused:
+                self.state.paused = True
+                ctx.emit("session.paused", {"reason": "asked"})
+        elif message.type == "resume":
+            if self.state.paused:
+                self.state.paused = False
+                ctx.emit("session.resumed", {})
+            self._wake(ctx)
+        elif message.type == "cancel":
+            self._cancel(ctx, message, body.get("turn_id"))
+        elif message.type == "approve":
+            approved = body.get("approved", True)
+            self._approve(ctx, message, body.get("call_id"), approved)
+        else:
+            _reject(ctx, message, f"a session does not handle {message.type!r} messages")
+
+    # -- the queue ----------------------------------------------------------------
+
+    def _enqueue(self, ctx: Context, text: str) -> None:
+        self.state.prompts += 1
+        entry = QueuedPrompt(f"p{self.state.prompts}", text)
+        self.state.queue.append(entry)
+        ctx.emit(
+            "queue.enqueued",
+            {"id": entry.id, "text": text, "position": len(self.state.queue) - 1},
+        )
+        self._wake(ctx)
+
+    def _remove(self, ctx: Context, message: Message, prompt_id: object) -> None:
+        index = self._index(prompt_id)
+        if index is None:
+            _reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
+            return
+        entry = self.state.queue.pop(index)
+        ctx.emit("queue.removed", {"id": entry.id})
+
+    def _move(self, ctx: Context, message: Message, prompt_id: object, to: object) -> None:
+        index = self._index(prompt_id)
+        if index is None:
+            _reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
+            return
+        if isinstance(to, bool) or not isinstance(to, int):
+            _reject(ctx, message, f"'to' must be a queue position (an integer), got {to!r}")
+            return
+        entry = self.state.queue.pop(index)
+        position = max(0, min(to, len(self.state.queue)))
+        self.state.queue.insert(position, entry)
+        ctx.emit("queue.moved", {"id": entry.id, "position": position})
+
+    def _index(self, prompt_id: object) -> int | None:
+        for index, entry in enumerate(self.state.queue):
+            if entry.id == prompt_id:
+                return index
+        return None
+
+    # -- the running turn ------------------------------------------------------------
+
+    def _cancel(self, ctx: Context, message: Message, turn_id: object) -> None:
+        turn = self.state.active
+        if turn is None or (turn_id is not None and turn_id != turn.turn_id):
+            what = "no turn is running" if turn is None else f"turn {turn_id!r} is not running"
+            _reject(ctx, message, f"nothing to cancel: {what}")
+            return
+        if self._scope is not None:
+            self._scope.cancel()  # closes the model stream, stops a running tool
+        close_turn_records(ctx, turn, self._chat)
+        self.state.active = None
+        ctx.emit("turn.cancelled", _turn_event(turn))
+
+    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
+        turn = self.state.active
+        if turn is not None and call_id is None and len(turn.awaiting_approval()) == 1:
+            call_id = turn.awaiting_approval()[0].id
+        if not isinstance(approved, bool):
+            _reject(ctx, message, f"'approved' must be true or false, got {approved!r}")
+            return
+        if (
+            turn is None
+            or not isinstance(call_id, str)
+            or not record_approval(turn, call_id, approved)
+        ):
+            _reject(ctx, message, f"no tool call {call_id!r} is waiting for approval")
+            return
+        answer = {"call_id": call_id, "approved": approved}
+        ctx.emit("approval.answered", {**_turn_event(turn), **answer})
+        self._approvals.set()
+        self._approvals = trio.Event()
+
+    async def _wait_approval(self) -> None:
+        await self._approvals.wait()
+
+    def _wake(self, ctx: Context) -> None:
+        """Start the runner if there is work and none runs."""
+        if self._runner or not self.is_busy():
+            return
+        self._runner = True
+        ctx.start_activity(self._run, ctx, name="turns")
+
+    async def _run(self, ctx: Context) -> None:
+        client = ChatClient()
+        try:
+            while True:
+                turn = self.state.active
+                if turn is None:
+                    if self.state.paused or not self.state.queue:
+                        return
+                    self._start_next(ctx)
+                    await ctx.checkpoint()
+                    continue
+                await self._run_turn(ctx, turn, client)
+        finally:
+            self._runner = False
+            with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
+                await client.aclose()
+
+    def _start_next(self, ctx: Context) -> None:
+        entry = self.state.queue.pop(0)
+        self.state.turns += 1
+        turn, items = begin_turn(
+            f"turn-{self.state.turns}",
+            entry.text,
+            prompt_id=entry.id,
+            log_length=len(self._chat.items(ctx)),
+        )
+        self._chat.append(ctx, items)
+        self.state.active = turn
+        ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
+        ctx.emit("turn.started", _turn_event(turn, prompt=turn.prompt))
+
+    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                answer = await drive_turn(
+                    ctx, turn, self._settings(), self._chat, client, self._wait_approval
+                )
+            except ModelError as exc:
+                if self.state.active is turn:
+                    self.state.active = None
+                    error = {"error": str(exc), "retryable": exc.retryable, "status": exc.status}
+                    ctx.emit("turn.failed", {**_turn_event(turn), **error})
+                    await ctx.checkpoint()
+                return
+            finally:
+                self._scope = None
+        if scope.cancelled_caught or self.state.active is not turn:
+            return  # the cancel was recorded by the handler that cancelled it
+        self.state.active = None
+        ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
+        await ctx.checkpoint()
+
+    def _settings(self) -> AgentSettings:
+        spec = self.spec
+        policy = (
+            ApprovalPolicy.from_json(spec.approvals)
+            if spec.approvals is not None
+            else DEFAULT_APPROVAL_POLICY
+        )
+        return AgentSettings(
+            workspace=Path(spec.workspace),
+            base_url=spec.base_url or os.environ.get("CALLBOARD_MODEL_URL") or None,
+            model=spec.model or os.environ.get("CALLBOARD_MODEL") or None,
+            system_prompt=spec.system_prompt,
+            policy=policy,
+        )
+
+
+def _turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:
+    return {"turn_id": turn.turn_id, "prompt_id": turn.prompt_id, **extra}
+
+
+def _reject(ctx: Context, message: Message, reason: str) -> None:
+    ctx.emit("message.rejected", {"seq": message.seq, "type": message.type, "reason": reason})

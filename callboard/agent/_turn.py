@@ -1,0 +1,270 @@
+"""Driving one turn through its actor: model calls, tool calls, approvals, checkpoints.
+
+`drive_turn` runs inside an activity (``ctx.start_activity``). It asks the
+journal (`_journal.next_step`) what comes next, does it, applies the result
+to the journal, appends the conversation items and emits the events, and
+commits with ``await ctx.checkpoint()`` before the next step. The journal
+object is the one in the actor's snapshot, so each commit records exactly
+how far the turn got.
+
+Cancellation is the caller's: it runs `drive_turn` inside a
+`trio.CancelScope` that a handler may cancel. That closes the model stream
+(the HTTP request is abandoned) and stops a running tool; what the turn had
+committed stays, and the handler records the end of the turn with
+`close_turn_records`. A runtime that shuts down cancels the activity the
+same way and records nothing: the next activation takes the turn up again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..actors import Context
+from ..errors import ModelError
+from ..llm import AssistantReply, ChatClient
+from ..tools import ApprovalPolicy, tool_schemas
+from ._journal import (
+    CANCELLED_RESULT,
+    INTERRUPTED_RESULT,
+    AskModel,
+    AwaitApproval,
+    CallRecord,
+    Refuse,
+    ReportInterrupted,
+    RequestApproval,
+    RunTool,
+    TurnJournal,
+    close_turn,
+    conversation,
+    next_step,
+    record_approval_asked,
+    record_reply,
+    record_result,
+    record_started,
+)
+from ._tools import SESSION_TOOLS, default_jobs_root, run_tool
+
+__all__ = [
+    "MODEL_CALL_ATTEMPTS",
+    "NO_MODEL_HELP",
+    "AgentSettings",
+    "ConversationLog",
+    "close_turn_records",
+    "drive_turn",
+]
+
+NO_MODEL_HELP = (
+    'no model is configured for this session: spawn it with "base_url" and "model" in '
+    "its spec, or start the server with `callboard serve --model-url URL --model NAME` "
+    "(which sets CALLBOARD_MODEL_URL and CALLBOARD_MODEL)"
+)
+
+MODEL_CALL_ATTEMPTS = 2
+"""How often a turn asks the model for one answer when the call fails in a way
+that may pass (each attempt has the client's own retries before the answer begins)."""
+
+_LOG_PAGE = 1000
+
+
+@attrs.frozen
+class AgentSettings:
+    """What a turn needs besides its journal: the model, the tools and their policy.
+
+    ``jobs_root`` is where ``shell_run`` keeps a running command's files.
+    """
+
+    workspace: Path
+    base_url: str | None
+    model: str | None
+    system_prompt: str
+    policy: ApprovalPolicy
+    tools: tuple[str, ...] = SESSION_TOOLS
+    jobs_root: Path = attrs.Factory(default_jobs_root)
+
+
+@attrs.define(eq=False)
+class ConversationLog:
+    """The conversation log of one actor, with an in-memory copy of what it holds.
+
+    Every append goes through here, so the copy is the committed log plus what
+    this activation appended (and will commit). The copy is loaded from the
+    log on first use; it is lost with the actor instance, never stored.
+    """
+
+    log: str = "conversation"
+    _items: list[dict[str, Any]] | None = None
+
+    def items(self, ctx: Context) -> list[dict[str, Any]]:
+        """Everything in the conversation, in order."""
+        if self._items is None:
+            loaded: list[dict[str, Any]] = []
+            while True:
+                page = ctx.read_log(self.log, len(loaded), _LOG_PAGE)
+                loaded.extend(page)
+                if len(page) < _LOG_PAGE:
+                    break
+            self._items = loaded
+        return self._items
+
+    def append(self, ctx: Context, entries: Iterable[dict[str, Any]]) -> None:
+        """Append ``entries`` to the log in the actor's next commit."""
+        items = self.items(ctx)
+        for entry in entries:
+            ctx.append(self.log, entry)
+            items.append(entry)
+
+
+async def drive_turn(
+    ctx: Context,
+    turn: TurnJournal,
+    settings: AgentSettings,
+    chat: ConversationLog,
+    client: ChatClient,
+    wait_approval: Callable[[], Awaitable[None]],
+) -> str:
+    """Drive ``turn`` until the model answers with text; return the answer.
+
+    Every step is committed before the next begins, except the last: the
+    final answer is recorded in the journal and the log (and announced as
+    ``assistant.message``) but not committed, so that the caller ends the turn
+    in the same commit. ``wait_approval`` returns once an ``approve`` message
+    may have answered a pending call.
+
+    Raises:
+        ModelError: the model could not be asked (not configured, refused the
+            request, or failed after the client's retries).
+    """
+    while True:
+        step = next_step(turn, settings.policy.for_tool)
+        if step is None:
+            return turn.answer or ""
+        if isinstance(step, AskModel):
+            reply = await _ask_model(ctx, turn, settings, chat, client)
+            chat.append(ctx, record_reply(turn, reply.content, reply.tool_calls))
+            ctx.emit("assistant.message", _assistant_event(turn, reply))
+            if turn.phase == "answered":
+                return turn.answer or ""
+        elif isinstance(step, RunTool):
+            call = step.call
+            record_started(turn, call.id)
+            ctx.emit("tool.started", _call_event(turn, call.id, call.name, call.arguments))
+            await ctx.checkpoint()  # recorded as started before it runs
+            result, status = await run_tool(
+                call.name,
+                call.arguments,
+                workspace=settings.workspace,
+                offered=settings.tools,
+                owner=ctx.address,
+                jobs_root=settings.jobs_root,
+            )
+            _record(ctx, turn, chat, call, result, status)
+        elif isinstance(step, Refuse):
+            _record(ctx, turn, chat, step.call, step.reason, "refused")
+        elif isinstance(step, ReportInterrupted):
+            _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
+        elif isinstance(step, RequestApproval):
+            call = step.call
+            record_approval_asked(turn, call.id)
+            ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
+        elif isinstance(step, AwaitApproval):
+            await wait_approval()
+            continue
+        await ctx.checkpoint()
+
+
+def close_turn_records(
+    ctx: Context, turn: TurnJournal, chat: ConversationLog, result: str = CANCELLED_RESULT
+) -> None:
+    """End ``turn`` where it stands: answer its open calls with ``result``.
+
+    For a handler that cancels a turn (or an actor that will not continue one
+    after a restart); the caller emits the turn's end and commits. A call that
+    had started is announced as finished, so a client showing it running
+    sees it end.
+    """
+    started = {c.id for c in turn.calls if c.status == "started"}
+    open_calls = [(c.id, c.name) for c in turn.calls if not c.finished]
+    chat.append(ctx, close_turn(turn, result))
+    for call_id, name in open_calls:
+        if call_id in started:
+            ctx.emit("tool.finished", _finished_event(turn, call_id, name, result, "interrupted"))
+
+
+def _record(
+    ctx: Context,
+    turn: TurnJournal,
+    chat: ConversationLog,
+    call: CallRecord,
+    result: str,
+    status: str,
+    *,
+    cut: bool = False,
+) -> None:
+    """Record what the model is told about ``call`` and announce it as ``tool.finished``."""
+    chat.append(ctx, record_result(turn, call.id, result, interrupted=cut))
+    ctx.emit("tool.finished", _finished_event(turn, call.id, call.name, result, status))
+
+
+async def _ask_model(
+    ctx: Context,
+    turn: TurnJournal,
+    settings: AgentSettings,
+    chat: ConversationLog,
+    client: ChatClient,
+) -> AssistantReply:
+    if not settings.base_url or not settings.model:
+        raise ModelError(NO_MODEL_HELP, retryable=False)
+    turn_id = turn.turn_id
+
+    def on_delta(text: str) -> None:
+        ctx.emit("turn.delta", {"turn_id": turn_id, "text": text}, ephemeral=True)
+
+    attempt = 1
+    while True:
+        try:
+            return await client.stream_chat(
+                base_url=settings.base_url,
+                model=settings.model,
+                messages=conversation(settings.system_prompt, chat.items(ctx)),
+                tools=tool_schemas(settings.tools),
+                on_delta=on_delta,
+            )
+        except ModelError as exc:
+            # The client retries only until the answer begins; a stream broken
+            # after that is asked again here, and the client told to drop the
+            # text it was shown (``turn.retrying``).
+            if not exc.retryable or attempt >= MODEL_CALL_ATTEMPTS:
+                raise
+            retrying = {"turn_id": turn_id, "attempt": attempt, "error": str(exc)}
+            ctx.emit("turn.retrying", retrying, ephemeral=True)
+            attempt += 1
+
+
+def _assistant_event(turn: TurnJournal, reply: AssistantReply) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
+        "finish_reason": reply.finish_reason,
+        "usage": reply.usage,
+    }
+
+
+def _call_event(turn: TurnJournal, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"turn_id": turn.turn_id, "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def _finished_event(
+    turn: TurnJournal, call_id: str, name: str, result: str, status: str
+) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "call_id": call_id,
+        "name": name,
+        "status": status,
+        "result": result,
+    }

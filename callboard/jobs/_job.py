@@ -1,0 +1,150 @@
+"""The ``job`` kind: a detached process that outlives a timeout and the runtime itself.
+
+A job actor is created by its owner (a session or task) with a ``watch``
+message carrying the process's identity (pid and start time) and its files.
+It watches the process in an activity; after a restart it re-attaches by pid
+*and* start time (a reused pid is not mistaken for it) or reads the exit
+file the process left. When the process ends, one commit records the end,
+emits ``job.finished`` and sends the owner a machine event; the files are
+removed after that commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..actors import Actor, Context
+from ..mailbox import Message
+from ..tools import Executor, JobFiles, LocalExecutor, SshExecutor
+from ._machine_event import machine_event_text
+
+__all__ = ["Job", "JobState"]
+
+TAIL_BYTES = 4096
+
+
+@attrs.define
+class JobState:
+    job_id: str = ""
+    command: str = ""
+    owner: str = ""
+    pid: int | None = None
+    start_time: int | None = None
+    directory: str = ""
+    executor: dict[str, Any] | None = None
+    status: str = "new"
+    exit_code: int | None = None
+    reason: str = ""
+    started_at: float = 0.0
+    finished_at: float | None = None
+
+
+def executor_from(description: dict[str, Any] | None) -> Executor:
+    """``None`` for this machine, ``{"ssh": {"host": ..., ...}}`` for another."""
+    if not description:
+        return LocalExecutor()
+    ssh = description.get("ssh")
+    if not isinstance(ssh, dict) or "host" not in ssh:
+        raise ValueError(
+            f"a job executor is None or {{'ssh': {{'host': ...}}}}, got {description!r}"
+        )
+    return SshExecutor(**ssh)
+
+
+class Job(Actor):
+    """One background process, owned by the session or task that started it."""
+
+    kind = "job"
+    state_type = JobState
+    virtual = True
+
+    def is_busy(self) -> bool:
+        return self.state.status == "running"
+
+    @property
+    def files(self) -> JobFiles:
+        return JobFiles.for_job(Path(self.state.directory), self.state.job_id)
+
+    async def on_start(self, ctx: Context) -> None:
+        if self.state.status == "running":
+            ctx.start_activity(self._watch, ctx, name="watch")
+
+    async def handle(self, ctx: Context, message: Message) -> None:
+        if message.type == "watch" and self.state.status == "new":
+            body = message.body
+            self.state = JobState(
+                job_id=body["job_id"],
+                command=body["command"],
+                owner=body["owner"],
+                pid=body["pid"],
+                start_time=body.get("start_time"),
+                directory=body["directory"],
+                executor=body.get("executor"),
+                status="running",
+                started_at=ctx.now(),
+            )
+            ctx.emit(
+                "job.started",
+                {"job_id": self.state.job_id, "command": self.state.command,
+                 "owner": self.state.owner, "pid": self.state.pid},
+            )  # fmt: skip
+            ctx.start_activity(self._watch, ctx, name="watch")
+        elif message.type == "stop":
+            if message.sender not in (None, self.state.owner):
+                ctx.emit("job.refused", {"from": message.sender, "reason": "not the owner"})
+                return
+            await self._stop_process()
+
+    async def on_stop(self, ctx: Context) -> None:
+        if self.state.status == "running":
+            await self._stop_process()
+            await self._finish(ctx, "stopped", None, "stopped on request")
+
+    async def _stop_process(self) -> None:
+        if self.state.pid is not None:
+            await executor_from(self.state.executor).stop_group(self.state.pid, 2.0)
+
+    async def _watch(self, ctx: Context) -> None:
+        executor = executor_from(self.state.executor)
+        pid, start = self.state.pid, self.state.start_time
+        assert pid is not None
+        exited = await executor.wait_exit(self.files, pid, start_time=start)
+        status = await executor.read_text(self.files.exit) if exited else None
+        if status is not None and status.strip().lstrip("-").isdigit():
+            code = int(status.strip())
+            await self._finish(ctx, "exited", code, "")
+        else:
+            await self._finish(
+                ctx, "lost", None,
+                "the process is gone and left no exit status (it was killed, or the machine "
+                "restarted)",
+            )  # fmt: skip
+        ctx.stop(self.state.status)
+        await ctx.checkpoint()
+        # Only after the commit that recorded the end: the files are not needed any more.
+        await executor.remove(self.files.every_file)
+
+    async def _finish(self, ctx: Context, status: str, code: int | None, reason: str) -> None:
+        if self.state.status != "running":
+            return
+        executor = executor_from(self.state.executor)
+        size = await executor.size(self.files.out) or 0
+        start = max(0, size - TAIL_BYTES)
+        tail_bytes = await executor.read_bytes(self.files.out, start, TAIL_BYTES) if size else b""
+        tail = tail_bytes.decode("utf-8", "replace")
+        self.state.status, self.state.exit_code, self.state.reason = status, code, reason
+        self.state.finished_at = ctx.now()
+        data = {"job_id": self.state.job_id, "command": self.state.command, "status": status,
+                "exit_code": code, "reason": reason, "tail": tail}  # fmt: skip
+        ctx.emit("job.finished", data)
+        # In the same commit as the end, keyed: a replayed end cannot notify twice.
+        ctx.send(
+            self.state.owner,
+            "job.finished",
+            {**data, "text": machine_event_text(self.state.job_id, self.state.command, status,
+                                                code, tail, reason)},
+            key=f"job.finished:{self.state.job_id}",
+        )  # fmt: skip

@@ -1,0 +1,43 @@
+"""A runtime in a child process that starts a background job, then waits to be killed.
+
+Usage: job_child.py DATA WORKSPACE COMMAND
+Prints "started JOB_ID PID START_TIME" once the job actor recorded the job.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from job_kinds import Inbox
+
+import callboard
+from callboard.jobs import Job
+from callboard.tools import LocalExecutor, shell_run
+
+
+async def main(data: str, workspace: str, command: str) -> None:
+    async with callboard.open_runtime(data, kinds=[Job, Inbox]) as rt:
+        result = await shell_run(
+            command, workspace=Path(workspace), executor=LocalExecutor(),
+            jobs_root=Path(data) / "jobs", owner="inbox/o", timeout=10, background=True,
+            output_cap=65536,
+        )  # fmt: skip
+        job = result.job
+        assert job is not None
+        ack = await rt.send(
+            f"job/{job.job_id}", "watch",
+            {"job_id": job.job_id, "command": job.command, "owner": "inbox/o", "pid": job.pid,
+             "start_time": job.start_time, "directory": str(job.files.directory)},
+        )  # fmt: skip
+        await rt.wait_handled(f"job/{job.job_id}", ack.seq)
+        print(f"started {job.job_id} {job.pid} {job.start_time}", flush=True)
+        await trio.sleep_forever()
+
+
+if __name__ == "__main__":
+    trio.run(main, *sys.argv[1:4])

@@ -1,0 +1,30 @@
+"""A runtime with one session in a child process, for the tests that SIGKILL it.
+
+Usage: ``session_child.py DATA SPEC_JSON PROMPT``. Opens the runtime on DATA,
+spawns ``session/s1`` with the spec, sends PROMPT, and prints ``event TYPE``
+for each durable event of the session (flushed), until it is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import trio
+
+import callboard
+from callboard.agent import Session
+
+
+async def main(data: str, spec: str, prompt: str) -> None:
+    async with callboard.open_runtime(data, kinds=[Session]) as rt:
+        await rt.spawn("session", json.loads(spec), name="s1")
+        async with rt.subscribe("session/s1", after=0) as sub:
+            await rt.send("session/s1", "prompt", prompt)
+            async for event in sub:
+                if event.seq is not None:
+                    print(f"event {event.type}", flush=True)
+
+
+if __name__ == "__main__":
+    trio.run(main, *sys.argv[1:4])
