@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -41,6 +41,8 @@ class _Host(Protocol):
 
     def wall_time(self) -> float: ...
     def create_kind(self, kind: str) -> str | None: ...
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
     def publish_ephemeral(self, type: str, data: Any) -> None: ...
     def start_activity(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None: ...
     async def checkpoint(self) -> None: ...
@@ -64,6 +66,12 @@ class Context:
     @property
     def address(self) -> str:
         return self._host.address
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The runtime's settings: ``data_dir``, ``workspace``, ``jobs_dir`` and
+        whatever the host passed to `open_runtime` (e.g. ``model_url``, ``model``)."""
+        return self._host.settings
 
     def now(self) -> float:
         """Wall time (seconds since the epoch) as the runtime's clock reads it."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -21,6 +22,7 @@ import orjson
 import trio
 
 from ..actors import Actor
+from ..agent import Session
 from ..errors import (
     BadMessage,
     BadRequest,
@@ -29,6 +31,7 @@ from ..errors import (
     UnknownActor,
     UnknownKind,
 )
+from ..jobs import Job
 from ..mailbox import (
     KIND_PATTERN,
     Ack,
@@ -56,6 +59,8 @@ from ._hub import Hub, OnLag, Subscription
 __all__ = ["ActorInfo", "ActorView", "Runtime", "RuntimeConfig", "open_runtime"]
 
 log = logging.getLogger("callboard.runtime")
+
+BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Job)
 
 
 @attrs.frozen
@@ -119,6 +124,7 @@ class Runtime:
         config: RuntimeConfig,
         clock: Callable[[], float],
         workspace: Path | None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -128,6 +134,14 @@ class Runtime:
         self.batch_max = config.batch_max
         self.passivate_after = config.passivate_after
         self._clock = clock
+        self.settings: Mapping[str, Any] = MappingProxyType(
+            {
+                "data_dir": str(store.directory),
+                "workspace": str(workspace) if workspace is not None else None,
+                "jobs_dir": str(store.directory / "jobs"),
+                **(settings or {}),
+            }
+        )
         self._kinds: dict[str, type[Actor]] = {}
         for cls in kinds:
             self.register(cls)
@@ -149,6 +163,13 @@ class Runtime:
         if kind in self._kinds and self._kinds[kind] is not cls:
             raise BadRequest(f"two actor classes claim kind {kind!r}")
         self._kinds[kind] = cls
+
+    def _with_builtins(self, kinds: Sequence[type[Actor]]) -> None:
+        # A user's kind of the same name replaces the built-in one.
+        claimed = {getattr(cls, "kind", None) for cls in kinds}
+        for cls in BUILTIN_KINDS:
+            if cls.kind not in claimed:
+                self.register(cls)
 
     @property
     def kinds(self) -> dict[str, type[Actor]]:
@@ -481,6 +502,8 @@ async def open_runtime(
     workspace: str | Path | None = None,
     config: RuntimeConfig | None = None,
     clock: Callable[[], float] = time.time,
+    settings: Mapping[str, Any] | None = None,
+    builtin_kinds: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Open the data directory, recover what a previous process left, run until exit.
 
@@ -488,6 +511,10 @@ async def open_runtime(
     On exit every actor is cancelled where it stands; nothing durable depends
     on that: the next runtime on ``data`` resumes from the last commits.
     ``clock`` is the wall clock for timers (tests pass one driven by trio's).
+    The built-in kinds (``session``, ``job``) are registered unless
+    ``builtin_kinds`` is false; a kind of the same name in ``kinds`` wins.
+    ``settings`` reach every actor as ``ctx.settings`` (e.g. ``model_url``,
+    ``model``), beside ``data_dir``, ``workspace`` and ``jobs_dir``.
     """
     config = config or RuntimeConfig()
     async with open_sqlite_store(data, clock=clock, queue_size=config.write_queue) as store:
@@ -498,7 +525,10 @@ async def open_runtime(
             clock=clock,
             # Once, at start-up, before any actor runs.
             workspace=Path(workspace).resolve() if workspace is not None else None,  # noqa: ASYNC240
+            settings=settings,
         )
+        if builtin_kinds:
+            rt._with_builtins(kinds)
         async with trio.open_nursery() as services:
             try:
                 async with trio.open_nursery() as actors:

@@ -9,7 +9,7 @@ message, stops the actor as failed, or escalates, by the kind's policy).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import trio
@@ -40,6 +40,7 @@ class CellServices(Protocol):
     inbox_limit: int
     batch_max: int
     passivate_after: float
+    settings: Mapping[str, Any]
 
     def wall_time(self) -> float: ...
     def create_kind(self, kind: str) -> str | None: ...
@@ -148,6 +149,10 @@ class ActorCell:
 
     def create_kind(self, kind: str) -> str | None:
         return self._svc.create_kind(kind)
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        return self._svc.settings
 
     def publish_ephemeral(self, type: str, data: Any) -> None:
         self._svc.publish(Event(self.address, None, type, data, self.wall_time()))
