@@ -8,6 +8,13 @@ holds the queue after the running turn, ``cancel`` cancels the turn's scope
 and records its end in the handler's own commit, ``approve`` answers a
 pending approval and wakes the runner.
 
+Background jobs (DESIGN.md "Shell jobs"): the session keeps its jobs in its
+state (``_job_tools``). A job's ``job.finished`` is a *machine event*: it
+waits in ``machine_events`` until a model call takes it. An idle session
+starts a turn for it (every event waiting then goes into that one turn, so
+two jobs finishing at once start one reply); a busy one hands it to the
+running turn at its next model call (``_event_client``).
+
 Recorded before announced, for free: every event goes through the commit
 that holds the change it announces. So a dequeued prompt is recorded as the
 active turn (with its prompt appended to the conversation) in the commit
@@ -28,9 +35,10 @@ import trio
 
 from ..actors import Actor, Context
 from ..errors import ModelError
-from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ._event_client import EventClient
+from ._job_tools import CURRENT_JOBS, JobRecord, JobTools, record_finished
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
@@ -66,9 +74,12 @@ def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
 class SessionSpec:
     """How a session is spawned (JSON over the gateway).
 
-    ``model`` and ``base_url`` default, at each turn, to ``$CALLBOARD_MODEL`` and
-    ``$CALLBOARD_MODEL_URL``. ``approvals`` is a policy word or a mapping
-    (`ApprovalPolicy.from_json`); None means `DEFAULT_APPROVAL_POLICY`.
+    ``model`` and ``base_url`` default, at each turn, to the runtime's settings
+    ``model`` and ``model_url``, else ``$CALLBOARD_MODEL`` and
+    ``$CALLBOARD_MODEL_URL``. ``background_on_timeout``: a command still running
+    at its timeout goes on as a background job (true) or is stopped (false).
+    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`);
+    None means `DEFAULT_APPROVAL_POLICY`.
     ``on_restart`` says what happens to a turn cut off by a crash: ``continue``
     it, or report it as ``turn.interrupted`` and pause the queue.
     """
@@ -79,6 +90,7 @@ class SessionSpec:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     approvals: Any = attrs.field(default=None, validator=_check_approvals)
     on_restart: Literal["continue", "interrupt"] = "continue"
+    background_on_timeout: bool = True
 
 
 @attrs.define
@@ -91,13 +103,16 @@ class QueuedPrompt:
 
 @attrs.define
 class SessionState:
-    """The snapshot: the queue, whether it is held, and the running turn's journal."""
+    """The snapshot: the queue, whether it is held, the running turn's journal, the
+    session's background jobs and the machine events no model call has taken yet."""
 
     queue: list[QueuedPrompt] = attrs.Factory(list)
     paused: bool = False
     active: TurnJournal | None = None
     prompts: int = 0  # prompt ids issued so far
     turns: int = 0  # turn ids issued so far
+    jobs: dict[str, JobRecord] = attrs.Factory(dict)
+    machine_events: list[str] = attrs.Factory(list)
 
 
 class Session(Actor):
@@ -106,8 +121,9 @@ class Session(Actor):
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
     (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved"}``;
-    ``approved`` defaults to true). A message that cannot apply is answered
-    with a ``message.rejected`` event saying why, and changes nothing.
+    ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
+    A message that cannot apply is answered with a ``message.rejected`` event
+    saying why, and changes nothing.
     """
 
     kind = "session"
@@ -124,7 +140,8 @@ class Session(Actor):
         self._approvals = trio.Event()
 
     def is_busy(self) -> bool:
-        return self.state.active is not None or (bool(self.state.queue) and not self.state.paused)
+        waiting = bool(self.state.queue) or bool(self.state.machine_events)
+        return self.state.active is not None or (waiting and not self.state.paused)
 
     async def on_start(self, ctx: Context) -> None:
         turn = self.state.active
@@ -175,6 +192,8 @@ class Session(Actor):
         elif message.type == "approve":
             approved = body.get("approved", True)
             self._approve(ctx, message, body.get("call_id"), approved)
+        elif message.type == "job.finished":
+            self._job_finished(ctx, message, body)
         else:
             _reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -216,6 +235,37 @@ class Session(Actor):
             if entry.id == prompt_id:
                 return index
         return None
+
+    # -- background jobs -----------------------------------------------------------
+
+    def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
+        job_id = body.get("job_id")
+        if (
+            not isinstance(job_id, str)
+            or job_id not in self.state.jobs
+            or message.sender not in (None, f"job/{job_id}")
+        ):
+            _reject(ctx, message, f"job {job_id!r} is not a job of this session")
+            return
+        record = record_finished(self.state.jobs, job_id, body)
+        text = body.get("text")
+        if record.stop_requested or not isinstance(text, str):
+            return  # the model stopped it itself: its end is no news
+        self.state.machine_events.append(text)
+        delivery = "running turn" if self.state.active is not None else "new turn"
+        ctx.emit("machine_event.queued", {"job_id": job_id, "delivery": delivery})
+        self._wake(ctx)
+
+    def _take_machine_events(self, ctx: Context) -> list[dict[str, Any]]:
+        """Hand the waiting machine events to the model call about to start."""
+        turn = self.state.active
+        if turn is None or not self.state.machine_events:
+            return []
+        items = [{"role": "user", "content": "\n\n".join(self.state.machine_events)}]
+        count, self.state.machine_events = len(self.state.machine_events), []
+        self._chat.append(ctx, items)
+        ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": count})
+        return items
 
     # -- the running turn ------------------------------------------------------------
 
@@ -261,12 +311,20 @@ class Session(Actor):
         ctx.start_activity(self._run, ctx, name="turns")
 
     async def _run(self, ctx: Context) -> None:
-        client = ChatClient()
+        client = EventClient(before_call=lambda: self._take_machine_events(ctx))
+        CURRENT_JOBS.set(
+            JobTools(
+                ctx,
+                self.state.jobs,
+                Path(ctx.settings["jobs_dir"]),
+                background_on_timeout=self.spec.background_on_timeout,
+            )
+        )
         try:
             while True:
                 turn = self.state.active
                 if turn is None:
-                    if self.state.paused or not self.state.queue:
+                    if self.state.paused or not (self.state.queue or self.state.machine_events):
                         return
                     self._start_next(ctx)
                     await ctx.checkpoint()
@@ -278,25 +336,30 @@ class Session(Actor):
                 await client.aclose()
 
     def _start_next(self, ctx: Context) -> None:
-        entry = self.state.queue.pop(0)
+        """Start a turn: for the waiting machine events (all of them), else the next prompt."""
+        events, self.state.machine_events = self.state.machine_events, []
+        entry = None if events else self.state.queue.pop(0)
         self.state.turns += 1
         turn, items = begin_turn(
             f"turn-{self.state.turns}",
-            entry.text,
-            prompt_id=entry.id,
+            "\n\n".join(events) if entry is None else entry.text,
+            prompt_id="" if entry is None else entry.id,
             log_length=len(self._chat.items(ctx)),
         )
         self._chat.append(ctx, items)
         self.state.active = turn
-        ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
+        if entry is not None:
+            ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
+        else:
+            ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": len(events)})
         ctx.emit("turn.started", _turn_event(turn, prompt=turn.prompt))
 
-    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: EventClient) -> None:
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
                 answer = await drive_turn(
-                    ctx, turn, self._settings(), self._chat, client, self._wait_approval
+                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval
                 )
             except ModelError as exc:
                 if self.state.active is turn:
@@ -313,8 +376,9 @@ class Session(Actor):
         ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
         await ctx.checkpoint()
 
-    def _settings(self) -> AgentSettings:
+    def _settings(self, ctx: Context) -> AgentSettings:
         spec = self.spec
+        host = ctx.settings
         policy = (
             ApprovalPolicy.from_json(spec.approvals)
             if spec.approvals is not None
@@ -322,10 +386,14 @@ class Session(Actor):
         )
         return AgentSettings(
             workspace=Path(spec.workspace),
-            base_url=spec.base_url or os.environ.get("CALLBOARD_MODEL_URL") or None,
-            model=spec.model or os.environ.get("CALLBOARD_MODEL") or None,
+            base_url=spec.base_url
+            or host.get("model_url")
+            or os.environ.get("CALLBOARD_MODEL_URL")
+            or None,
+            model=spec.model or host.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
             system_prompt=spec.system_prompt,
             policy=policy,
+            jobs_root=Path(host["jobs_dir"]),
         )
 
 

@@ -1,13 +1,17 @@
-"""Running one tool call of a turn: the file tools and foreground ``shell_run``.
+"""Running one tool call of a turn: the file tools, ``shell_run`` and the job tools.
 
 Every refusal (unknown tool, bad arguments, a path outside the workspace, a
-command that failed to start) is an answer for the model, which corrects
-itself from it, never a failure of the turn. Cancelling a call stops it:
-the file tools finish their one atomic step first (they run in a thread that
-is not abandoned), ``shell_run`` stops the command's whole process group.
+command that failed to start, a job that is not the caller's) is an answer
+for the model, which corrects itself from it, never a failure of the turn.
+Cancelling a call stops it: the file tools finish their one atomic step
+first (they run in a thread that is not abandoned), ``shell_run`` stops the
+command's whole process group unless it was handed over as a job.
 
-Background jobs are not offered yet (they need the job actor): ``shell_run``
-here waits for its command, and stops it at its timeout.
+Background jobs need an owner that keeps them: the session's runner sets
+`CURRENT_JOBS` (``_job_tools``), and ``shell_run`` then puts a command in the
+background when asked, or when it outlives its timeout (unless the owner
+turned that off). Without an owner, ``shell_run`` waits for its command and
+stops it at its timeout, and the job tools answer that there are no jobs.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..errors import ToolError
 from ..tools import FILE_TOOL_NAMES, Workspace, parse_arguments, run_file_tool
 from ..tools._executor import LocalExecutor
 from ..tools._shell import shell_run
+from ._job_tools import CURRENT_JOBS, JOB_TOOL_NAMES, JobTools
 
 __all__ = [
     "SESSION_TOOLS",
@@ -33,7 +38,7 @@ __all__ = [
     "run_tool",
 ]
 
-SESSION_TOOLS: tuple[str, ...] = (*FILE_TOOL_NAMES, "shell_run")
+SESSION_TOOLS: tuple[str, ...] = (*FILE_TOOL_NAMES, "shell_run", *JOB_TOOL_NAMES)
 """The tools a session offers the model."""
 
 SHELL_TIMEOUT = 120.0
@@ -49,7 +54,8 @@ ToolStatus = Literal["ok", "error"]
 
 
 def default_jobs_root() -> Path:
-    """Where job files go: ``$CALLBOARD_JOBS_DIR``, else a per-user temporary directory."""
+    """Where job files go outside a runtime: ``$CALLBOARD_JOBS_DIR``, else a per-user
+    temporary directory. Actors use ``ctx.settings["jobs_dir"]`` instead."""
     configured = os.environ.get("CALLBOARD_JOBS_DIR")
     if configured:
         return Path(configured).absolute()
@@ -70,15 +76,20 @@ async def run_tool(
     Not cancel-atomic: cancelled, a file tool completes and a command is
     stopped, and nothing is returned.
     """
+    jobs = CURRENT_JOBS.get()
     try:
         if name not in offered:
             raise ToolError(
                 f"there is no tool named {name!r} here; the tools are {', '.join(offered)}"
             )
         args = parse_arguments(name, arguments)
+        if name in JOB_TOOL_NAMES:
+            if jobs is None:
+                raise ToolError(f"{name}: there are no background jobs here")
+            return await jobs.run(name, args), "ok"
         ws = Workspace.from_path(workspace)
         if name == "shell_run":
-            return await _shell(args, ws, owner, jobs_root)
+            return await _shell(args, ws, owner, jobs_root, jobs)
         # The file tools never wait, but they fsync: keep that off the event loop.
         result = await trio.to_thread.run_sync(run_file_tool, ws, name, args)
     except (ToolError, ValueError, OSError) as exc:
@@ -87,23 +98,29 @@ async def run_tool(
 
 
 async def _shell(
-    args: dict[str, object], ws: Workspace, owner: str, jobs_root: Path
+    args: dict[str, object], ws: Workspace, owner: str, jobs_root: Path, jobs: JobTools | None
 ) -> tuple[str, ToolStatus]:
-    if args.get("background"):
+    background = bool(args.get("background"))
+    if background and jobs is None:
         raise ToolError(
-            "background jobs are not available in this session yet; run the command in the "
-            "foreground (without background) with a timeout long enough for it"
+            "background jobs are not available here; run the command in the foreground "
+            "(without background) with a timeout long enough for it"
         )
     timeout = args.get("timeout", SHELL_TIMEOUT)
     assert isinstance(timeout, int | float)
     result = await shell_run(
         str(args["command"]),
         workspace=ws.root,
-        executor=LocalExecutor(),
-        jobs_root=jobs_root,
+        executor=jobs.executor if jobs is not None else LocalExecutor(),
+        jobs_root=jobs.jobs_root if jobs is not None else jobs_root,
         owner=owner,
         timeout=min(float(timeout), SHELL_TIMEOUT_MAX),
-        background_on_timeout=False,
+        background=background,
+        background_on_timeout=jobs is not None and jobs.background_on_timeout,
         output_cap=SHELL_OUTPUT_CAP,
     )
+    if result.job is not None:
+        assert jobs is not None  # only an owner's shell_run hands a job back
+        jobs.adopt(result.job)
+        return result.text, "ok"
     return result.text, "ok" if result.exit_code == 0 else "error"

@@ -138,7 +138,7 @@ class Job(Actor):
         self.state.status, self.state.exit_code, self.state.reason = status, code, reason
         self.state.finished_at = ctx.now()
         data = {"job_id": self.state.job_id, "command": self.state.command, "status": status,
-                "exit_code": code, "reason": reason, "tail": tail}  # fmt: skip
+                "exit_code": code, "reason": reason, "tail": tail, "size": size}  # fmt: skip
         ctx.emit("job.finished", data)
         # In the same commit as the end, keyed: a replayed end cannot notify twice.
         ctx.send(

@@ -98,32 +98,24 @@ SCHEMA_VERSION = "1"
 
 def enqueue(conn: sqlite3.Connection, item: Enqueue, now: float) -> StoredAck | Exception:
     """Append one message, honouring its idempotency key; errors are returned, not raised."""
-    row = conn.execute(
-        "SELECT final, status FROM actors WHERE address = ?", (item.address,)
-    ).fetchone()
-    if row is None:
-        if item.create_kind is None:
-            return UnknownActor(f"there is no actor at {item.address!r}; spawn it first")
-        conn.execute(
-            "INSERT INTO actors (address, kind, created_at) VALUES (?, ?, ?)",
-            (item.address, item.create_kind, now),
-        )
-    elif row[0]:
-        return ActorStopped(
-            f"{item.address!r} is {row[1]} and takes no more messages; "
-            "spawn a new actor or re-queue from the dead letters"
-        )
     if item.key is not None:
         seen = conn.execute(
             "SELECT seq FROM keys WHERE address = ? AND key = ?", (item.address, item.key)
         ).fetchone()
         if seen is not None:
             return StoredAck(item.address, seen[0], True)
-    (seq,) = conn.execute(
-        "UPDATE actors SET mailbox_head = mailbox_head + 1 WHERE address = ? "
+    # The common case is one statement: the actor exists and takes messages.
+    row = conn.execute(
+        "UPDATE actors SET mailbox_head = mailbox_head + 1 WHERE address = ? AND final = 0 "
         "RETURNING mailbox_head",
         (item.address,),
     ).fetchone()
+    if row is None:
+        refused = _missing_or_final(conn, item, now)
+        if refused is not None:
+            return refused
+        row = (1,)
+    seq = row[0]
     conn.execute(
         "INSERT INTO mailbox (address, seq, type, body, sender, key, at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -135,6 +127,23 @@ def enqueue(conn: sqlite3.Connection, item: Enqueue, now: float) -> StoredAck | 
             (item.address, item.key, seq, now),
         )
     return StoredAck(item.address, seq, False)
+
+
+def _missing_or_final(conn: sqlite3.Connection, item: Enqueue, now: float) -> Exception | None:
+    """Why an actor did not take a message, or None once a virtual one was created."""
+    row = conn.execute("SELECT status FROM actors WHERE address = ?", (item.address,)).fetchone()
+    if row is not None:
+        return ActorStopped(
+            f"{item.address!r} is {row[0]} and takes no more messages; "
+            "spawn a new actor or re-queue from the dead letters"
+        )
+    if item.create_kind is None:
+        return UnknownActor(f"there is no actor at {item.address!r}; spawn it first")
+    conn.execute(
+        "INSERT INTO actors (address, kind, mailbox_head, created_at) VALUES (?, ?, 1, ?)",
+        (item.address, item.create_kind, now),
+    )
+    return None
 
 
 def commit(conn: sqlite3.Connection, c: Commit, now: float) -> CommitResult:
