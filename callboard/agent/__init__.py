@@ -9,6 +9,10 @@ General layout, bottom up:
   calls, tool calls, approvals), committing after every step.
 - ``_session``: the `Session` actor kind (``session``): a conversation and a
   prompt queue driven by messages.
+- ``_task``: the `Task` actor kind (``task``): an autonomous run from a
+  `RunSpec` to a typed terminal, answering follow-up messages on the way.
+- ``_tasks_api``: `Tasks`, the caller's side of tasks (spawn, send, wait,
+  cancel) and its outcome types.
 """
 
 from ._journal import CANCELLED_RESULT as CANCELLED_RESULT
@@ -37,6 +41,20 @@ from ._session import QueuedPrompt as QueuedPrompt
 from ._session import Session as Session
 from ._session import SessionSpec as SessionSpec
 from ._session import SessionState as SessionState
+from ._task import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
+from ._task import RunSpec as RunSpec
+from ._task import Task as Task
+from ._task import TaskState as TaskState
+from ._tasks_api import Cancelled as Cancelled
+from ._tasks_api import DeadlineExceeded as DeadlineExceeded
+from ._tasks_api import Failed as Failed
+from ._tasks_api import Settled as Settled
+from ._tasks_api import Succeeded as Succeeded
+from ._tasks_api import TaskRecord as TaskRecord
+from ._tasks_api import Tasks as Tasks
+from ._tasks_api import Terminal as Terminal
+from ._tasks_api import WaitOutcome as WaitOutcome
+from ._tasks_api import WaitTimedOut as WaitTimedOut
 from ._turn import MODEL_CALL_ATTEMPTS as MODEL_CALL_ATTEMPTS
 from ._turn import NO_MODEL_HELP as NO_MODEL_HELP
 from ._turn import AgentSettings as AgentSettings
@@ -47,6 +65,7 @@ from ._turn import drive_turn as drive_turn
 __all__ = [
     "CANCELLED_RESULT",
     "DEFAULT_SYSTEM_PROMPT",
+    "DEFAULT_TASK_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "MODEL_CALL_ATTEMPTS",
     "NOT_RUN_RESULT",
@@ -55,17 +74,30 @@ __all__ = [
     "AskModel",
     "AwaitApproval",
     "CallRecord",
+    "Cancelled",
     "ConversationLog",
+    "DeadlineExceeded",
+    "Failed",
     "QueuedPrompt",
     "Refuse",
     "ReportInterrupted",
     "RequestApproval",
+    "RunSpec",
     "RunTool",
     "Session",
     "SessionSpec",
     "SessionState",
+    "Settled",
     "Step",
+    "Succeeded",
+    "Task",
+    "TaskRecord",
+    "TaskState",
+    "Tasks",
+    "Terminal",
     "TurnJournal",
+    "WaitOutcome",
+    "WaitTimedOut",
     "begin_turn",
     "close_turn",
     "close_turn_records",

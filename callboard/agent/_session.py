@@ -38,7 +38,7 @@ from ..errors import ModelError
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
 from ._event_client import EventClient
-from ._job_tools import CURRENT_JOBS, JobRecord, JobTools, record_finished
+from ._job_tools import CURRENT_JOBS, JobRecord, JobTools, describe_status, record_finished
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
@@ -249,11 +249,14 @@ class Session(Actor):
             return
         record = record_finished(self.state.jobs, job_id, body)
         text = body.get("text")
-        if record.stop_requested or not isinstance(text, str):
-            return  # the model stopped it itself: its end is no news
-        self.state.machine_events.append(text)
-        delivery = "running turn" if self.state.active is not None else "new turn"
-        ctx.emit("machine_event.queued", {"job_id": job_id, "delivery": delivery})
+        delivery: str | None = None  # a job the model stopped itself: its end is no news
+        if not record.stop_requested and isinstance(text, str):
+            self.state.machine_events.append(text)
+            delivery = "running turn" if self.state.active is not None else "new turn"
+        ctx.emit(
+            "job.ended",
+            {"job_id": job_id, "status": describe_status(record), "delivery": delivery},
+        )
         self._wake(ctx)
 
     def _take_machine_events(self, ctx: Context) -> list[dict[str, Any]]:

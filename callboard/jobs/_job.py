@@ -18,7 +18,7 @@ import attrs
 
 from ..actors import Actor, Context
 from ..mailbox import Message
-from ..tools import Executor, JobFiles, LocalExecutor, SshExecutor
+from ..tools import STOP_GRACE, Executor, JobFiles, LocalExecutor, SshExecutor
 from ._machine_event import machine_event_text
 
 __all__ = ["Job", "JobState"]
@@ -104,8 +104,15 @@ class Job(Actor):
             await self._finish(ctx, "stopped", None, "stopped on request")
 
     async def _stop_process(self) -> None:
-        if self.state.pid is not None:
-            await executor_from(self.state.executor).stop_group(self.state.pid, 2.0)
+        """Stop the job's process group, if the job's process is still the one running:
+        a later process that reuses the pid (and so leads a group of that id) is left alone."""
+        pid, start = self.state.pid, self.state.start_time
+        if pid is None:
+            return
+        executor = executor_from(self.state.executor)
+        if start is None or not await executor.is_alive(pid, start):
+            return  # without a start time, the command had ended before it could be read
+        await executor.stop_group(pid, STOP_GRACE)
 
     async def _watch(self, ctx: Context) -> None:
         executor = executor_from(self.state.executor)
