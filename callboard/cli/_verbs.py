@@ -1,0 +1,191 @@
+"""The verbs ``callboard`` and ``callboard repl`` share: their arguments, their run, their output.
+
+One definition per verb keeps the command line and the REPL speaking the
+same language: ``send counter/a add '{"n": 2}' --key k1`` means the same in
+both. Output is either human (aligned columns, one line per event) or, with
+``--json``, the server's reply fields as one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import orjson
+
+from ..client import Client
+from ..mailbox import Event, format_at
+
+__all__ = [
+    "VERBS",
+    "Output",
+    "Verb",
+    "event_json",
+    "format_event",
+    "json_argument",
+    "table",
+]
+
+
+@attrs.frozen
+class Output:
+    """Where a verb's result goes; ``json`` picks machine-readable lines."""
+
+    write: Callable[[str], None]
+    json: bool = False
+
+    def emit(self, human: str | Sequence[str], data: Any) -> None:
+        if self.json:
+            self.write(orjson.dumps(data).decode())
+        elif isinstance(human, str):
+            self.write(human)
+        else:
+            for line in human:
+                self.write(line)
+
+
+@attrs.frozen
+class Verb:
+    """One verb: its name and one-line summary (for help), its arguments, what it does."""
+
+    name: str
+    summary: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[Client, argparse.Namespace, Output], Awaitable[None]]
+
+
+def json_argument(text: str) -> Any:
+    """An argparse ``type``: the argument parsed as JSON, or a usage error naming it."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid JSON ({exc})") from None
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Plain aligned columns, no trailing spaces."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [list(headers), *rows]
+    ]
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as PROTOCOL.md writes it, without ``op`` and ``sub``."""
+    return event.to_json()
+
+
+def format_event(event: Event, *, with_actor: bool = False) -> str:
+    """One line: seq, time, (actor,) type and data as compact JSON."""
+    seq = "-" if event.seq is None else str(event.seq)
+    parts = [seq.rjust(6), format_at(event.at)]
+    if with_actor:
+        parts.append(event.actor)
+    parts.append(event.type)
+    if event.data is not None:
+        parts.append(orjson.dumps(event.data).decode())
+    return "  ".join(parts)
+
+
+# -- the verbs -------------------------------------------------------------------------
+
+
+def _send_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME of the recipient")
+    p.add_argument("type", metavar="TYPE", help="the message type, e.g. prompt")
+    p.add_argument("body", metavar="JSON", nargs="?", type=json_argument, default=None,
+                   help="the message body as JSON (default: null)")  # fmt: skip
+    p.add_argument("--key", metavar="K", help="idempotency key: a repeat is not delivered again")
+
+
+async def _send(client: Client, args: argparse.Namespace, out: Output) -> None:
+    ack = await client.send(args.address, args.type, args.body, key=args.key)
+    note = " (duplicate: delivered before, not again)" if ack.duplicate else ""
+    out.emit(f"sent to {args.address} as seq {ack.seq}{note}",
+             {"seq": ack.seq, "duplicate": ack.duplicate})  # fmt: skip
+
+
+def _spawn_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", metavar="KIND", help="the actor kind, e.g. task")
+    p.add_argument("spec", metavar="JSON", nargs="?", type=json_argument, default=None,
+                   help="the spec as a JSON object (default: none)")  # fmt: skip
+    p.add_argument("--name", metavar="N", help="the NAME part of the address (default: generated)")
+
+
+async def _spawn(client: Client, args: argparse.Namespace, out: Output) -> None:
+    address, existed = await client.spawn(args.kind, args.spec, name=args.name)
+    out.emit(f"{address} ({'existed' if existed else 'spawned'})",
+             {"actor": str(address), "existed": existed})  # fmt: skip
+
+
+def _ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", metavar="K", help="only actors of this kind")
+    p.add_argument("--status", metavar="S", help="only actors with this status, e.g. active")
+
+
+async def _ls(client: Client, args: argparse.Namespace, out: Output) -> None:
+    actors = await client.list(kind=args.kind, status=args.status)
+    rows = [[a.actor, a.status, str(a.mailbox), str(a.restarts)] for a in actors]
+    human = table(["ACTOR", "STATUS", "MAILBOX", "RESTARTS"], rows) if rows else "no actors"
+    out.emit(human, {"actors": [attrs.asdict(a) for a in actors]})
+
+
+def _address_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME of the actor")
+
+
+async def _inspect(client: Client, args: argparse.Namespace, out: Output) -> None:
+    view = await client.inspect(args.address)
+    data = attrs.asdict(view)
+    del data["kind"]
+    error = view.last_error
+    rows = [[k, str(data[k])] for k in ("actor", "status", "mailbox", "cursor", "head", "restarts")]
+    rows.append(["last_error", "-" if error is None else orjson.dumps(error).decode()])
+    state = orjson.dumps(view.state, option=orjson.OPT_INDENT_2).decode().splitlines()
+    out.emit([*table(["FIELD", "VALUE"], rows)[1:], "state", *("  " + s for s in state)], data)
+
+
+async def _stop(client: Client, args: argparse.Namespace, out: Output) -> None:
+    status = await client.stop(args.address)
+    out.emit(f"{args.address} {status}", {"actor": args.address, "status": status})
+
+
+def _tail_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME, or KIND/* or * (live only)")
+    p.add_argument("--after", metavar="N", type=int, default=None,
+                   help="first replay every stored event with a seq above N (0: all)")  # fmt: skip
+
+
+async def _tail(client: Client, args: argparse.Namespace, out: Output) -> None:
+    pattern = args.address == "*" or args.address.endswith("/*")
+    async with client.subscribe(args.address, after=args.after) as events:
+        async for event in events:
+            out.emit(format_event(event, with_actor=pattern), event_json(event))
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+async def _ping(client: Client, args: argparse.Namespace, out: Output) -> None:
+    seconds = await client.ping()
+    out.emit(f"pong from {client.url} in {seconds * 1000:.1f} ms", {"seconds": seconds})
+
+
+VERBS: dict[str, Verb] = {
+    v.name: v
+    for v in [
+        Verb("send", "deliver a message to an actor; prints its seq once durable",
+             _send_args, _send),
+        Verb("spawn", "create an actor of a kind from a JSON spec", _spawn_args, _spawn),
+        Verb("ls", "list actors with status, mailbox size and restarts", _ls_args, _ls),
+        Verb("inspect", "show an actor's committed state and bookkeeping",
+             _address_arg, _inspect),
+        Verb("stop", "stop an actor and wait until it has stopped", _address_arg, _stop),
+        Verb("tail", "print an actor's events as they happen", _tail_args, _tail),
+        Verb("ping", "one round trip to the server", _no_args, _ping),
+    ]
+}  # fmt: skip

@@ -1,0 +1,342 @@
+"""One websocket connection: a reader, request tasks, subscriptions, one writer.
+
+The shape follows the traps in ECOSYSTEM.md:
+
+- One reader loop parses frames and starts one task per request (at most
+  ``max_inflight`` at once), so replies may leave out of order and a slow
+  ``stop`` does not hold up a ``ping``.
+- Everything outgoing goes through one bounded `Outbox` to one writer task,
+  the only caller of ``send_message``. Nothing cancels the writer while the
+  connection is meant to go on: every ending either goes through the writer
+  (a `Close` after the last frame) or closes the TCP stream, so a frame is
+  never cut halfway and then followed by a close frame. A frame the client
+  does not drain within ``send_timeout`` is caught by the watchdog, which
+  closes the TCP stream (no per-frame cancel scope on the hot path).
+- Subscriptions (`Subscriptions`) forward events with ``put_nowait`` and
+  end with ``lagged`` when the outbox is full. Memory per connection is
+  therefore bounded by ``send_queue`` frames plus each subscription's hub
+  buffer, whatever the client does.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from .. import __version__
+from ..errors import CallboardError
+from ..runtime import Runtime
+from . import _frames as f
+from ._config import GatewayConfig
+from ._outbox import Close, Outbox
+from ._subscriptions import Counters, Subscriptions
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("callboard.gateway")
+
+SERVER = f"callboard/{__version__}"
+
+
+class _TokenBucket:
+    """``rate`` requests per second on average, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self._rate = rate
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._at = trio.current_time()
+
+    def take(self) -> bool:
+        now = trio.current_time()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
+class Connection:
+    """Serves one accepted websocket until either side closes it."""
+
+    def __init__(
+        self,
+        ws: WebSocketConnection,
+        stream: trio.abc.AsyncResource,
+        runtime: Runtime,
+        config: GatewayConfig,
+        counters: Counters,
+        encoder: f.EventEncoder,
+        *,
+        header_token: str | None,
+        remote: str,
+    ) -> None:
+        self.remote = remote
+        self.client: str | None = None
+        self.outbox = Outbox(
+            config.send_queue, reserve=config.send_reserve, max_bytes=config.send_queue_bytes
+        )
+        self._ws = ws
+        self._stream = stream
+        self._rt = runtime
+        self._cfg = config
+        self._counters = counters
+        self._header_token = header_token
+        self._subs = Subscriptions(
+            runtime, config, self.outbox, counters, encoder, drop=self.drop, remote=remote
+        )
+        self._slots = trio.Semaphore(config.max_inflight)
+        self._inflight = 0
+        self._settled = trio.Event()
+        self._settled.set()
+        self._bucket = (
+            _TokenBucket(config.rate_limit, config.rate_burst) if config.rate_limit else None
+        )
+        self._shutdown = trio.Event()
+        self._reader = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None
+        self._dropped = False
+        self._last_heard = trio.current_time()
+        self._sending_since: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def serve(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._write, name=f"writer {self.remote}")
+            nursery.start_soon(self._keepalive, name=f"keepalive {self.remote}")
+            nursery.start_soon(self._watch_writes, name=f"watchdog {self.remote}")
+            nursery.start_soon(self._watch_shutdown, name=f"shutdown {self.remote}")
+            nursery.start_soon(self._read, name=f"reader {self.remote}")
+
+    @property
+    def subscriptions(self) -> int:
+        return len(self._subs)
+
+    def shutdown(self) -> None:
+        """Stop reading, let in-flight requests answer (``shutdown_grace``), close with 1001."""
+        self._shutdown.set()
+
+    async def drop(self, reason: str, *, code: int = 1008, graceful: bool = True) -> None:
+        """End the connection now; bounded by ``close_timeout``, idempotent.
+
+        ``graceful`` tries a close frame first (it waits for the frame being
+        written, if any). Without it, for a frame stuck half-written, the TCP
+        stream is simply closed: a close frame must not follow half a frame.
+        """
+        if self._dropped:
+            return
+        self._dropped = True
+        self._counters.dropped += 1
+        log.warning("dropping the connection from %s: %s", self.remote, reason)
+        with trio.move_on_after(self._cfg.close_timeout, shield=True):
+            if graceful:
+                await self._ws.aclose(code, reason[:120])
+            await self._stream.aclose()
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def _watch_shutdown(self) -> None:
+        await self._shutdown.wait()
+        self._reader.cancel()
+        with trio.move_on_after(self._cfg.shutdown_grace):
+            while self._inflight:
+                await self._settled.wait()
+        self._subs.close()
+        self.outbox.close_after(1001, "the server is shutting down")
+
+    # -- writing -----------------------------------------------------------
+
+    async def _write(self) -> None:
+        try:
+            while True:
+                item = self.outbox.get_nowait()  # no schedule point while frames wait
+                if item is None:
+                    item = await self.outbox.get()
+                if isinstance(item, Close):
+                    with trio.move_on_after(self._cfg.close_timeout, shield=True):
+                        await self._ws.aclose(item.code, item.reason)
+                    return
+                self._sending_since = trio.current_time()
+                await self._ws.send_message(item)
+                self._sending_since = None
+        except ConnectionClosed:
+            pass
+        finally:
+            self._cancel()
+
+    async def _watch_writes(self) -> None:
+        """Drop the connection when one frame has waited ``send_timeout`` to be written."""
+        timeout = self._cfg.send_timeout
+        while True:
+            await trio.sleep(timeout / 4)
+            since = self._sending_since
+            if since is not None and trio.current_time() - since >= timeout:
+                await self.drop(f"it did not read a frame for {timeout} s", graceful=False)
+                return
+
+    async def _keepalive(self) -> None:
+        cfg = self._cfg
+        try:
+            while True:
+                await trio.sleep(cfg.ping_interval)
+                if trio.current_time() - self._last_heard < cfg.ping_interval:
+                    continue
+                with trio.move_on_after(cfg.idle_timeout) as waiting:
+                    await self._ws.ping()
+                if waiting.cancelled_caught:
+                    await self.drop(f"no pong within {cfg.idle_timeout} s", code=1011)
+                    return
+                self._last_heard = trio.current_time()
+        except ConnectionClosed:
+            pass
+
+    # -- reading -----------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            with self._reader:
+                if await self._greet():
+                    while True:
+                        await self._on_frame(await self._ws.get_message())
+        except ConnectionClosed:
+            self._cancel()
+
+    async def _greet(self) -> bool:
+        """Wait for ``hello``; anything else, or nothing in time, closes (1008)."""
+        cfg = self._cfg
+        with trio.move_on_after(cfg.handshake_timeout):
+            message = await self._ws.get_message()
+            self._last_heard = trio.current_time()
+            return await self._welcome(f.parse_frame(message, max_frame=cfg.max_frame))
+        self.outbox.close_after(1008, f"no hello within {cfg.handshake_timeout} s")
+        return False
+
+    async def _welcome(self, request: f.Request | f.FrameError) -> bool:
+        if isinstance(request, f.FrameError) and request.op in (None, "hello"):
+            return await self._refuse(request.id, request.code, request.message, "bad hello")
+        if not isinstance(request, f.Hello):
+            return await self._refuse(
+                request.id, "unauthorized",
+                "the first frame must be hello; this connection is closed", "no hello",
+            )  # fmt: skip
+        if not self._authorized(request.token):
+            log.warning("refused %s: a wrong or missing token", self.remote)
+            return await self._refuse(
+                request.id, "unauthorized",
+                "wrong or missing token: present it as the header 'Authorization: Bearer "
+                "TOKEN' or as 'token' in hello; this connection is closed", "wrong token",
+            )  # fmt: skip
+        self.client = request.client
+        welcome = {"op": "welcome", "id": request.id, "protocol": f.PROTOCOL_VERSION}
+        await self.outbox.put(f.encode({**welcome, "server": SERVER}))
+        log.debug("connection from %s said hello as %s", self.remote, request.client)
+        return True
+
+    async def _refuse(self, rid: str | None, code: str, message: str, reason: str) -> bool:
+        await self.outbox.put(f.encode_error(rid, code, message))
+        self.outbox.close_after(1008, reason)
+        return False
+
+    def _authorized(self, hello_token: str | None) -> bool:
+        expected = self._cfg.token
+        if expected is None:
+            return True
+        presented = [t for t in (self._header_token, hello_token) if t is not None]
+        return bool(presented) and all(
+            hmac.compare_digest(t.encode(), expected.encode()) for t in presented
+        )
+
+    async def _on_frame(self, frame: str | bytes) -> None:
+        self._last_heard = trio.current_time()
+        self._counters.requests += 1
+        request = f.parse_frame(frame, max_frame=self._cfg.max_frame)
+        if isinstance(request, f.FrameError):
+            await self.outbox.put(f.encode_error(request.id, request.code, request.message))
+        elif isinstance(request, f.Hello):
+            message = "hello was already received on this connection"
+            await self.outbox.put(f.encode_error(request.id, "bad_request", message))
+        elif self._bucket is not None and not self._bucket.take():
+            limit = f"{self._cfg.rate_limit:g} requests/s"
+            message = f"this connection is over its limit of {limit}; retry later"
+            await self.outbox.put(f.encode_error(request.id, "rate_limited", message))
+        else:
+            await self._slots.acquire()
+            if self._inflight == 0:
+                self._settled = trio.Event()
+            self._inflight += 1
+            assert self._nursery is not None
+            self._nursery.start_soon(self._handle, request)
+
+    # -- answering -----------------------------------------------------------
+
+    async def _handle(self, request: f.Request) -> None:
+        try:
+            reply = await self._answer(request)
+            if reply is not None:
+                await self.outbox.put(reply)
+        finally:
+            self._slots.release()
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._settled.set()
+
+    async def _answer(self, request: f.Request) -> str | None:
+        op = request.op
+        try:
+            return await self._dispatch(request)
+        except CallboardError as exc:
+            message = str(exc)
+            if exc.code == "internal":
+                log.error("internal error answering %s %r", op, request.id, exc_info=exc)
+                message += " (an internal error: please report it with the server's log)"
+            return f.encode_error(request.id, exc.code, message)
+        except Exception as exc:
+            log.error("internal error answering %s %r", op, request.id, exc_info=exc)
+            return f.encode_error(
+                request.id, "internal",
+                f"an internal error ({type(exc).__name__}: {exc}) stopped this {op}; it is a "
+                "bug: please report it with the server's log",
+            )  # fmt: skip
+
+    async def _dispatch(self, request: f.Request) -> str | None:
+        rt = self._rt
+        match request:
+            case f.Ping(rid):
+                await trio.lowlevel.checkpoint()
+                return f.encode_ok(rid)
+            case f.Send(rid, to, type_, body, key):
+                ack = await rt.send(to, type_, body, key=key)
+                if not ack.duplicate:
+                    self._counters.sends_accepted += 1
+                return f.encode_ok(rid, seq=ack.seq, duplicate=ack.duplicate)
+            case f.Spawn(rid, kind, name, spec):
+                address = await rt.spawn(kind, spec, name)
+                return f.encode_ok(rid, actor=str(address), existed=address.existed)
+            case f.Subscribe():
+                assert self._nursery is not None
+                return await self._subs.subscribe(self._nursery, request)
+            case f.Unsubscribe(rid, sub_id):
+                await self._subs.unsubscribe(sub_id)
+                return f.encode_ok(rid)
+            case f.ListActors(rid, kind, status):
+                if kind is not None:
+                    rt.check_kind(kind)
+                rows = await rt.list(kind, status)
+                return f.encode_ok(rid, actors=[attrs.asdict(row) for row in rows])
+            case f.Inspect(rid, actor):
+                view = await rt.inspect(actor)
+                return f.encode_ok(rid, **attrs.asdict(view, recurse=False))
+            case f.Stop(rid, actor):
+                status = await rt.stop(actor)
+                return f.encode_ok(rid, actor=actor, status=status)
+        raise AssertionError(f"no handler for {request!r}")  # pragma: no cover

@@ -1,0 +1,128 @@
+"""`Outbox`: the one bounded queue of frames waiting for a connection's writer.
+
+Three ways in, one way out (ECOSYSTEM.md: one bounded queue and one writer
+task per connection, because ``send_message`` must never be cancelled
+halfway and can block forever on a client that stopped reading):
+
+- `put` (replies): waits while the queue, less its reserve, is full. That
+  wait is the backpressure that stops a connection's reader.
+- `put_nowait` (events): never waits; False when the queue, less its
+  reserve, is full. The caller then ends the subscription with ``lagged``.
+- `put_control_nowait` (``lagged``, errors): may use the reserve; False
+  only when the whole queue is full, and then the connection is dropped.
+
+"Full" counts frames and also bytes (big events would otherwise make a
+frame count a poor bound on memory); a frame larger than the byte limit
+still goes into an empty queue, so nothing is stuck forever.
+
+`close_after` asks the writer to close the websocket once everything queued
+so far is written.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import attrs
+import trio
+
+__all__ = ["Close", "Outbox"]
+
+
+@attrs.frozen
+class Close:
+    """What the writer finds after the last frame: close with this code."""
+
+    code: int
+    reason: str
+
+
+class Outbox:
+    """At most ``capacity`` frames (``reserve`` of them for control frames only)
+    and, for events and replies, at most ``max_bytes`` characters."""
+
+    def __init__(self, capacity: int, *, reserve: int, max_bytes: int) -> None:
+        if not 0 <= reserve < capacity:
+            raise ValueError(f"reserve must be in [0, {capacity}), got {reserve}")
+        self._frames: deque[str] = deque()
+        self._capacity = capacity
+        self._open_limit = capacity - reserve
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._close: Close | None = None
+        self._space = trio.lowlevel.ParkingLot()
+        self._ready = trio.lowlevel.ParkingLot()
+        self.peak = 0
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def closing(self) -> bool:
+        return self._close is not None
+
+    def _has_room(self) -> bool:
+        frames = len(self._frames)
+        return frames == 0 or (frames < self._open_limit and self._bytes < self._max_bytes)
+
+    def _append(self, frame: str) -> None:
+        self._frames.append(frame)
+        self._bytes += len(frame)
+        self.peak = max(self.peak, len(self._frames))
+        if self._ready:  # the writer waits only when the queue was empty
+            self._ready.unpark()
+
+    async def put(self, frame: str) -> None:
+        """Queue a reply, waiting for room. Cancel-atomic: queued or not at all.
+
+        Once the outbox is closing the frame is dropped: the connection is
+        ending and nobody will read it.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while not self._has_room() and self._close is None:
+            await self._space.park()
+        if self._close is None:
+            self._append(frame)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def put_nowait(self, frame: str) -> bool:
+        """Queue an event if there is room outside the reserve."""
+        if self._close is not None or not self._has_room():
+            return False
+        self._append(frame)
+        return True
+
+    def put_control_nowait(self, frame: str) -> bool:
+        """Queue a control frame, using the reserve if need be."""
+        if self._close is not None or len(self._frames) >= self._capacity:
+            return False
+        self._append(frame)
+        return True
+
+    def close_after(self, code: int, reason: str) -> None:
+        """Close with ``code`` once the frames queued so far are written.
+        The first request wins; later frames are dropped."""
+        if self._close is None:
+            self._close = Close(code, reason)
+            self._ready.unpark()
+            self._space.unpark_all()
+
+    def get_nowait(self) -> str | Close | None:
+        """The next frame, `Close` when closing and nothing is left, else None."""
+        if self._frames:
+            frame = self._frames.popleft()
+            self._bytes -= len(frame)
+            if self._space and self._has_room():
+                self._space.unpark()
+            return frame
+        return self._close
+
+    async def get(self) -> str | Close:
+        """The next frame, or `Close` when closing and nothing is left."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while not self._frames and self._close is None:
+            await self._ready.park()
+        item = self.get_nowait()
+        assert item is not None
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return item

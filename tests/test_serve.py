@@ -1,0 +1,228 @@
+"""`callboard serve` as a real subprocess on loopback port 0 with a tmp data
+directory: its one line, its signals, its refusals, its metrics, and a
+subscriber that resumes across a SIGKILL and a restart on the same data."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+from gateway_wire import connect
+from websockets.client import ClientProtocol
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+from websockets.uri import parse_uri
+
+TESTS = Path(__file__).parent
+LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:\d+/v1) with data in (\S+?)(,|$)")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TOKEN"}
+    return {**env, "PYTHONPATH": str(TESTS), **extra}
+
+
+@attrs.define
+class Serving:
+    """A running `callboard serve`: its process, URL, first line and stderr so far."""
+
+    process: trio.Process
+    url: str
+    line: str
+    stderr: list[str] = attrs.Factory(list)
+    _grew: trio.Event = attrs.Factory(trio.Event)
+
+    async def wait_logged(self, text: str) -> None:
+        while not any(text in line for line in self.stderr):
+            self._grew = trio.Event()
+            await self._grew.wait()
+
+    async def read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        pending = b""
+        async for chunk in self.process.stderr:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            self.stderr.extend(line.decode() for line in lines)
+            self._grew.set()
+
+
+async def _read_line(stream: trio.abc.ReceiveStream) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(1)
+        assert chunk, f"callboard serve closed its stdout after {data!r}"
+        data += chunk
+    return data.decode().rstrip("\n")
+
+
+@asynccontextmanager
+async def serving(data: Path, *extra: str, env: dict[str, str] | None = None
+                  ) -> AsyncIterator[Serving]:  # fmt: skip
+    command = [sys.executable, "-m", "callboard", "serve", "--data", str(data), "--port", "0",
+               "--kind", "gateway_kinds:Counter", *extra]  # fmt: skip
+    process = await trio.lowlevel.open_process(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or _env()
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            assert process.stdout is not None
+            line = await _read_line(process.stdout)
+            match = LINE.match(line)
+            assert match is not None, line
+            served = Serving(process, match.group(1), line)
+            nursery.start_soon(served.read_stderr)
+            yield served
+            nursery.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.move_on_after(5, shield=True):
+            await process.wait()
+
+
+async def test_serve_prints_one_line_answers_and_exits_0_on_sigterm_releasing_the_data(
+    tmp_path,
+):
+    data = tmp_path / "data"
+    with trio.fail_after(20):
+        async with serving(data) as served:
+            assert LINE.match(served.line).group(2) == str(data)
+            async with connect(served.url) as client:
+                assert await client.ok("send", to="counter/a", type="add") == {
+                    "seq": 1, "duplicate": False,
+                }  # fmt: skip
+                served.process.send_signal(signal.SIGTERM)
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        await client.receive()
+            assert await served.process.wait() == 0
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        async with serving(data) as again:  # the data directory was released
+            async with connect(again.url) as client:
+                # The acked message is kept; if the stop came before it was
+                # handled, this server handles it now.
+                sub = await client.ok("subscribe", actor="counter/a", after=0)
+                while (event := (await client.events(sub["sub"], 1))[0])["type"] != "counted":
+                    pass
+                view = await client.ok("inspect", actor="counter/a")
+            again.process.send_signal(signal.SIGINT)
+            assert await again.process.wait() == 0
+    assert event["data"] == {"count": 1}
+    assert (view["state"], view["cursor"], view["mailbox"]) == ({"count": 1}, 1, 0)
+
+
+async def test_a_non_loopback_host_without_a_token_is_refused_naming_how_to_set_one(tmp_path):
+    data = tmp_path / "data"
+    with trio.fail_after(20):
+        result = await trio.run_process(
+            [sys.executable, "-m", "callboard", "serve", "--host", "0.0.0.0", "--port", "0",
+             "--data", str(data)],
+            capture_stdout=True, capture_stderr=True, check=False, env=_env(),
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert b"--token TOKEN or set CALLBOARD_TOKEN" in result.stderr
+    assert not data.exists()
+
+
+async def test_a_token_from_the_environment_is_required_by_the_server(tmp_path):
+    with trio.fail_after(20):
+        async with serving(tmp_path / "data", env=_env(CALLBOARD_TOKEN="t0k")) as served:
+            async with connect(served.url, hello=False) as client:
+                await client.send_frame({"op": "hello", "id": "h", "protocol": 1})
+                refused = await client.receive()
+            async with connect(served.url, token="t0k") as client:
+                assert await client.ok("ping") == {}
+    assert refused["code"] == "unauthorized"
+
+
+async def test_a_subscriber_resumes_across_sigkill_and_restart_with_no_gap_and_no_duplicate(
+    tmp_path,
+):
+    data = tmp_path / "data"
+    seen: list[dict] = []
+    with trio.fail_after(30):
+        async with serving(data) as first:
+            async with connect(first.url) as writer, connect(first.url) as reader:
+                sub = await reader.ok("subscribe", actor="counter/a", after=0)
+
+                async def write_until_killed() -> None:
+                    try:
+                        while True:
+                            await writer.ok("send", to="counter/a", type="add")
+                    except ConnectionClosed:
+                        pass
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(write_until_killed)
+                    while len(seen) < 20:
+                        seen.extend(await reader.events(sub["sub"], 1))
+                    first.process.kill()  # mid-stream: sends and commits under way
+                    try:
+                        while True:
+                            seen.extend(await reader.events(sub["sub"], 1))
+                    except ConnectionClosed:
+                        pass
+            assert await first.process.wait() == -signal.SIGKILL
+        async with serving(data) as second:
+            async with connect(second.url) as client:
+                resumed = await client.ok("subscribe", actor="counter/a", after=seen[-1]["seq"])
+                last = await client.ok("send", to="counter/a", type="add")
+                while not (seen[-1]["type"] == "counted"
+                           and seen[-1]["data"]["count"] == last["seq"]):  # fmt: skip
+                    seen.extend(await client.events(resumed["sub"], 1))
+    assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
+    counts = [e["data"]["count"] for e in seen if e["type"] == "counted"]
+    assert counts == list(range(1, last["seq"] + 1))  # every acked message handled once
+
+
+async def test_serve_exposes_prometheus_metrics_on_its_own_port(tmp_path):
+    with trio.fail_after(20):
+        async with serving(tmp_path / "data", "--metrics-port", "0") as served:
+            metrics_url = re.search(r"metrics at (http://\S+/metrics)", served.line).group(1)
+            async with connect(served.url) as client:
+                await client.ok("send", to="counter/a", type="add")
+                await client.ok("subscribe", actor="counter/a")
+                page = await trio.to_thread.run_sync(
+                    lambda: urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+                )
+    samples = dict(line.rsplit(" ", 1) for line in page.splitlines() if not line.startswith("#"))
+    assert samples["callboard_messages_accepted_total"] == "1.0"
+    assert samples["callboard_gateway_connections"] == "1.0"
+    assert samples["callboard_subscribers"] == "1.0"
+    assert float(samples["callboard_store_commits_total"]) >= 1
+
+
+async def test_a_second_sigint_exits_at_once_while_the_graceful_stop_waits(tmp_path):
+    with trio.fail_after(20):
+        async with serving(tmp_path / "data") as served:
+            # A client that says hello and then reads nothing, not even the
+            # close frame: the graceful stop waits for its close handshake.
+            stream = await trio.open_tcp_stream("127.0.0.1", int(served.url.split(":")[2][:-3]))
+            protocol = ClientProtocol(parse_uri(served.url))
+            protocol.send_request(protocol.connect())
+            for chunk in protocol.data_to_send():
+                await stream.send_all(chunk)
+            while protocol.state is not State.OPEN:
+                protocol.receive_data(await stream.receive_some())
+            protocol.send_text(json.dumps({"op": "hello", "id": "h", "protocol": 1}).encode())
+            for chunk in protocol.data_to_send():
+                await stream.send_all(chunk)
+            served.process.send_signal(signal.SIGINT)
+            await served.wait_logged("SIGINT: stopping gracefully")
+            served.process.send_signal(signal.SIGINT)
+            assert await served.process.wait() == 130
+            await stream.aclose()
+    assert any("SIGINT again: exiting at once" in line for line in served.stderr)
