@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 import pytest
 import trio
-
-import callboard
 from child import Child
 from core_kinds import Brittle, Counter
+
+import callboard
 
 
 class Alarm(callboard.Actor):
@@ -191,7 +191,8 @@ async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the
                         await rt.send("counter/l", "add", {"id": f"m{n}"})
                     await rt.wait_handled("counter/l", 30)
                     async for event in live:
-                        pass
+                        delivered.append(event.seq)
+    assert delivered == [22, 23]
     assert seqs == list(range(1, seqs[-1] + 1))
 
 

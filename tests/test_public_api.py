@@ -9,11 +9,14 @@ import pytest
 
 import callboard
 
-PACKAGES = sorted(
-    name
-    for _, name, is_pkg in pkgutil.walk_packages(callboard.__path__, "callboard.")
-    if is_pkg and not name.rsplit(".", 1)[1].startswith("_")
-) + ["callboard"]
+PACKAGES = [
+    *sorted(
+        name
+        for _, name, is_pkg in pkgutil.walk_packages(callboard.__path__, "callboard.")
+        if is_pkg and not name.rsplit(".", 1)[1].startswith("_")
+    ),
+    "callboard",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -9,6 +9,7 @@ General layout, bottom up:
   calls, tool calls, approvals), committing after every step.
 - ``_session``: the `Session` actor kind (``session``): a conversation and a
   prompt queue driven by messages.
+- ``_task_spec``: what a task is made of: `RunSpec`, `TaskState`, the stored terminal.
 - ``_task``: the `Task` actor kind (``task``): an autonomous run from a
   `RunSpec` to a typed terminal, answering follow-up messages on the way.
 - ``_tasks_api``: `Tasks`, the caller's side of tasks (spawn, send, wait,
@@ -41,10 +42,10 @@ from ._session import QueuedPrompt as QueuedPrompt
 from ._session import Session as Session
 from ._session import SessionSpec as SessionSpec
 from ._session import SessionState as SessionState
-from ._task import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
-from ._task import RunSpec as RunSpec
 from ._task import Task as Task
-from ._task import TaskState as TaskState
+from ._task_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
+from ._task_spec import RunSpec as RunSpec
+from ._task_spec import TaskState as TaskState
 from ._tasks_api import Cancelled as Cancelled
 from ._tasks_api import DeadlineExceeded as DeadlineExceeded
 from ._tasks_api import Failed as Failed

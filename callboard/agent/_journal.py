@@ -212,9 +212,7 @@ def next_step(turn: TurnJournal, approval_for: Callable[[str], str]) -> Step | N
         if policy == "always":
             return RunTool(call)
         if policy == "never":
-            return Refuse(
-                call, f"refused: the approval policy of this session never allows {call.name}."
-            )
+            return Refuse(call, f"refused: the approval policy here never allows {call.name}.")
         return RequestApproval(call)
     # Every call has its answer: the journal moves on when the last one is recorded.
     turn.phase = "model"

@@ -38,7 +38,8 @@ from ..errors import ModelError
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
 from ._event_client import EventClient
-from ._job_tools import CURRENT_JOBS, JobRecord, JobTools, describe_status, record_finished
+from ._job_owner import adopt_orphans, job_tools_for, record_job_end, take_machine_events
+from ._job_tools import CURRENT_JOBS, JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
@@ -155,6 +156,7 @@ class Session(Actor):
                     ctx.emit("session.paused", {"reason": "a turn was interrupted by a restart"})
             else:
                 ctx.emit("turn.resumed", _turn_event(turn, prompt=turn.prompt))
+        await adopt_orphans(ctx, self._job_tools(ctx))
         self._wake(ctx)
 
     async def on_stop(self, ctx: Context) -> None:
@@ -193,7 +195,14 @@ class Session(Actor):
             approved = body.get("approved", True)
             self._approve(ctx, message, body.get("call_id"), approved)
         elif message.type == "job.finished":
-            self._job_finished(ctx, message, body)
+            busy = self.state.active is not None
+            refused = record_job_end(
+                ctx, self.state.jobs, self.state.machine_events,
+                busy=busy, sender=message.sender, body=body,
+            )  # fmt: skip
+            if refused is not None:
+                _reject(ctx, message, refused)
+            self._wake(ctx)
         else:
             _reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -238,37 +247,10 @@ class Session(Actor):
 
     # -- background jobs -----------------------------------------------------------
 
-    def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
-        job_id = body.get("job_id")
-        if (
-            not isinstance(job_id, str)
-            or job_id not in self.state.jobs
-            or message.sender not in (None, f"job/{job_id}")
-        ):
-            _reject(ctx, message, f"job {job_id!r} is not a job of this session")
-            return
-        record = record_finished(self.state.jobs, job_id, body)
-        text = body.get("text")
-        delivery: str | None = None  # a job the model stopped itself: its end is no news
-        if not record.stop_requested and isinstance(text, str):
-            self.state.machine_events.append(text)
-            delivery = "running turn" if self.state.active is not None else "new turn"
-        ctx.emit(
-            "job.ended",
-            {"job_id": job_id, "status": describe_status(record), "delivery": delivery},
+    def _job_tools(self, ctx: Context) -> JobTools:
+        return job_tools_for(
+            ctx, self.state.jobs, background_on_timeout=self.spec.background_on_timeout
         )
-        self._wake(ctx)
-
-    def _take_machine_events(self, ctx: Context) -> list[dict[str, Any]]:
-        """Hand the waiting machine events to the model call about to start."""
-        turn = self.state.active
-        if turn is None or not self.state.machine_events:
-            return []
-        items = [{"role": "user", "content": "\n\n".join(self.state.machine_events)}]
-        count, self.state.machine_events = len(self.state.machine_events), []
-        self._chat.append(ctx, items)
-        ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": count})
-        return items
 
     # -- the running turn ------------------------------------------------------------
 
@@ -314,15 +296,12 @@ class Session(Actor):
         ctx.start_activity(self._run, ctx, name="turns")
 
     async def _run(self, ctx: Context) -> None:
-        client = EventClient(before_call=lambda: self._take_machine_events(ctx))
-        CURRENT_JOBS.set(
-            JobTools(
-                ctx,
-                self.state.jobs,
-                Path(ctx.settings["jobs_dir"]),
-                background_on_timeout=self.spec.background_on_timeout,
+        client = EventClient(
+            before_call=lambda: take_machine_events(
+                ctx, self.state.machine_events, self.state.active, self._chat
             )
         )
+        CURRENT_JOBS.set(self._job_tools(ctx))
         try:
             while True:
                 turn = self.state.active
