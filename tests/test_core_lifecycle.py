@@ -183,6 +183,7 @@ async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the
                     seqs.append(event.seq)
                     if event.type == "counted" and event.data["id"] == "m19":
                         break
+            delivered: list[int] = []
             with pytest.raises(
                 callboard.Lagged, match=r"subscribe again with after=23 to get the rest$"
             ):
