@@ -34,6 +34,7 @@ from .runtime import ActorInfo as ActorInfo
 from .runtime import ActorView as ActorView
 from .runtime import Runtime as Runtime
 from .runtime import RuntimeConfig as RuntimeConfig
+from .runtime import RuntimeStatistics as RuntimeStatistics
 from .runtime import Subscription as Subscription
 from .runtime import open_runtime as open_runtime
 from .supervisor import ChildSpec as ChildSpec
@@ -64,6 +65,7 @@ __all__ = [
     "Runtime",
     "RuntimeClosed",
     "RuntimeConfig",
+    "RuntimeStatistics",
     "SpawnConflict",
     "StateError",
     "StoreUnavailable",

@@ -56,6 +56,21 @@ def add_parsers(subparsers: Any) -> None:
     add("--metrics-port", type=int, default=None, metavar="PORT",
         help="serve Prometheus metrics at http://METRICS_HOST:PORT/metrics")  # fmt: skip
     add("--metrics-host", default="127.0.0.1", help="interface for the metrics (%(default)s)")
+    add("--model-url", default=os.environ.get("CALLBOARD_MODEL_URL"), metavar="URL",
+        help="default OpenAI-compatible base URL for new sessions and tasks "
+        "($CALLBOARD_MODEL_URL), e.g. http://127.0.0.1:8000/v1")  # fmt: skip
+    add(
+        "--model",
+        default=os.environ.get("CALLBOARD_MODEL"),
+        metavar="NAME",
+        help="default model name for new sessions and tasks ($CALLBOARD_MODEL)",
+    )
+    add(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="default workspace for tasks (the current directory)",
+    )
     parser.set_defaults(func=run_serve)
 
 
@@ -117,7 +132,9 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
     async with trio.open_nursery() as main:
         stopping = trio.CancelScope()
         await main.start(_watch_signals, stopping)
-        async with open_runtime(data, kinds=kinds) as rt:
+        settings = {"model_url": args.model_url, "model": args.model}
+        workspace = args.workspace or os.getcwd()
+        async with open_runtime(data, kinds=kinds, workspace=workspace, settings=settings) as rt:
             with stopping:
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:
@@ -155,29 +172,33 @@ async def _watch_signals(stopping: trio.CancelScope, *, task_status: trio.TaskSt
 
 async def _sample(rt: Runtime, gateway: Gateway) -> list[tuple[str, str, str, Any]]:
     """(kind, name, help, value) of every metric; value may be {label: value}."""
-    store = rt.store.statistics()
+    stats = rt.statistics()
     gw = gateway.statistics()
-    by_status: dict[str, int] = {}
-    restarts = 0
-    for row in await rt.list():
-        by_status[row.status] = by_status.get(row.status, 0) + 1
-        restarts += row.restarts
     return [
-        ("counter", "callboard_messages_accepted", "Messages acknowledged to gateway clients",
+        ("counter", "callboard_messages_accepted", "Messages acknowledged (all senders)",
+         stats.messages_accepted),
+        ("counter", "callboard_gateway_sends_accepted", "Messages acknowledged to gateway clients",
          gw.sends_accepted_total),
+        ("counter", "callboard_actor_commits", "Actor steps committed", stats.commits),
         ("counter", "callboard_store_commits", "Store transactions (one fsync each)",
-         store.batches),
+         stats.store_batches),
         ("counter", "callboard_store_operations", "Writes in those transactions",
-         store.operations),
+         stats.store_operations),
         ("gauge", "callboard_store_batch_size_max", "Largest group commit so far",
-         store.largest_batch),
+         stats.store_largest_batch),
         ("counter", "callboard_store_commit_seconds", "Time in transactions, fsync included",
-         store.commit_seconds_total),
-        ("gauge", "callboard_actors_active", "Actors in memory", rt.active_count),
-        ("gauge", "callboard_actors", "Actors by stored status", by_status),
-        ("gauge", "callboard_actor_restarts", "Restarts recorded over all actors", restarts),
+         stats.store_seconds),
+        ("gauge", "callboard_actors_active", "Actors in memory", stats.active),
+        ("gauge", "callboard_actors", "Actors by stored status", rt.store.status_counts()),
+        ("counter", "callboard_actor_activations", "Actors brought into memory",
+         stats.activations),
+        ("counter", "callboard_actor_passivations", "Idle actors dropped from memory",
+         stats.passivations),
+        ("counter", "callboard_actor_restarts", "Restarts after crashes", stats.restarts),
         ("gauge", "callboard_dead_letters", "Messages in the dead letters",
-         len(rt.store.dead_letters())),
+         rt.store.dead_letter_count()),
+        ("counter", "callboard_lagged_subscriptions", "Subscriptions that fell behind",
+         stats.lagged),
         ("gauge", "callboard_subscribers", "Event subscriptions in the hub",
          rt.hub.subscriber_count),
         ("gauge", "callboard_gateway_connections", "Open gateway connections", gw.connections),

@@ -40,9 +40,10 @@ class Subscription:
         *,
         buffer: int,
         on_lag: OnLag,
+        head: int | None = None,
     ) -> None:
         self.actor = actor
-        self.last = after
+        self.last = after if after is not None else head
         self._hub = hub
         self._pattern = actor == "*" or actor.endswith("/*")
         self._replaying = after is not None and not self._pattern
@@ -60,6 +61,7 @@ class Subscription:
             return
         if len(self._buffer) >= self._limit:
             self._lagged = True
+            self._hub.lagged_total += 1
         else:
             self._buffer.append(event)
         self._wakeup.set()
@@ -115,13 +117,15 @@ class Hub:
         self._store = store
         self.buffer = buffer
         self._by_actor: dict[str, set[Subscription]] = {}
-        self._lagged_total = 0
+        self.lagged_total = 0
 
     def subscribe(
         self, actor: str, after: int | None = None, *, buffer: int | None = None,
-        on_lag: OnLag = "resume",
+        on_lag: OnLag = "resume", head: int | None = None,
     ) -> Subscription:  # fmt: skip
-        sub = Subscription(self, actor, after, buffer=buffer or self.buffer, on_lag=on_lag)
+        sub = Subscription(
+            self, actor, after, buffer=buffer or self.buffer, on_lag=on_lag, head=head
+        )
         self._by_actor.setdefault(actor, set()).add(sub)
         return sub
 

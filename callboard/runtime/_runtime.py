@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -56,7 +57,15 @@ from ..store import (
 from ..supervisor import ActorCell
 from ._hub import Hub, OnLag, Subscription
 
-__all__ = ["ActorInfo", "ActorView", "Runtime", "RuntimeConfig", "open_runtime"]
+__all__ = [
+    "BUILTIN_KINDS",
+    "ActorInfo",
+    "ActorView",
+    "Runtime",
+    "RuntimeConfig",
+    "RuntimeStatistics",
+    "open_runtime",
+]
 
 log = logging.getLogger("callboard.runtime")
 
@@ -109,6 +118,25 @@ class ActorInfo:
     restarts: int
 
 
+@attrs.frozen
+class RuntimeStatistics:
+    """Counters since the runtime opened, and gauges now (for metrics)."""
+
+    messages_accepted: int
+    commits: int
+    activations: int
+    passivations: int
+    restarts: int
+    dead_letters: int
+    active: int
+    subscribers: int
+    lagged: int
+    store_batches: int
+    store_operations: int
+    store_largest_batch: int
+    store_seconds: float
+
+
 def _spec_bytes(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
@@ -151,6 +179,7 @@ class Runtime:
         self._nursery: trio.Nursery | None = None
         self._timers_wakeup = trio.Event()
         self._closed = False
+        self._counts: Counter[str] = Counter()
 
     # -- kinds -----------------------------------------------------------------
 
@@ -214,6 +243,7 @@ class Runtime:
         if isinstance(result, Exception):
             raise result
         if not result.duplicate:
+            self._counts["accepted"] += 1
             self._deliver(
                 to, Message(result.seq, type, loads(data), sender, key, at=self.wall_time())
             )
@@ -330,11 +360,16 @@ class Runtime:
             kind, _, name = actor.partition("/")
             if name == "*":
                 self.check_kind(kind)
-            else:
-                self._kind_of(actor)
+            elif not self._kind_of(actor).virtual and self.store.actor(actor) is None:
+                raise UnknownActor(f"there is no actor at {actor!r}; spawn it first")
         if after is not None and (actor == "*" or actor.endswith("/*")):
             raise BadRequest("'after' cannot be used with a pattern: patterns are live only")
-        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer)
+        # A live-only subscription to one actor starts after its head, so a lag
+        # before anything was delivered still says exactly where to resume.
+        head = (
+            None if after is not None or actor == "*" or actor.endswith("/*") else self.head(actor)
+        )
+        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer, head=head)
         try:
             yield sub
         finally:
@@ -343,6 +378,29 @@ class Runtime:
     def head(self, address: str) -> int:
         record = self.store.actor(address)
         return record.event_head if record is not None else 0
+
+    def statistics(self) -> RuntimeStatistics:
+        store = self.store.statistics()
+        counts = self._counts
+        return RuntimeStatistics(
+            messages_accepted=counts["accepted"],
+            commits=counts["commits"],
+            activations=counts["activations"],
+            passivations=counts["passivations"],
+            restarts=counts["restarts"],
+            dead_letters=counts["dead_letters"],
+            active=len(self._cells),
+            subscribers=self.hub.subscriber_count,
+            lagged=self.hub.lagged_total,
+            store_batches=store.batches,
+            store_operations=store.operations,
+            store_largest_batch=store.largest_batch,
+            store_seconds=store.commit_seconds_total,
+        )
+
+    def counted(self, what: str, n: int = 1) -> None:
+        """A cell reports a lifecycle step: commit, passivation, restart, dead letter."""
+        self._counts[what] += n
 
     def dead_letters(self, address: str | None = None) -> list[DeadLetter]:
         return [DeadLetter.from_record(r) for r in self.store.dead_letters(address)]
@@ -439,6 +497,7 @@ class Runtime:
             raise RuntimeClosed("the runtime is closed")
         cell = ActorCell(address, self._kind_of(address), self, stop=stop)
         self._cells[address] = cell
+        self._counts["activations"] += 1
         cell.fill()
         self._nursery.start_soon(cell.run, name=f"actor {address}")
         return cell

@@ -340,6 +340,13 @@ class SqliteStore:
         )
         return sorted(r[0] for r in rows)
 
+    def status_counts(self) -> dict[str, int]:
+        """How many actors have each stored status (``idle`` for the ones in memory too)."""
+        return dict(self._read("SELECT status, COUNT(*) FROM actors GROUP BY status"))
+
+    def dead_letter_count(self) -> int:
+        return self._read("SELECT COUNT(*) FROM dead_letters")[0][0]
+
     def next_timer_due(self) -> float | None:
         rows = self._read("SELECT MIN(due) FROM timers")
         return rows[0][0] if rows else None

@@ -50,6 +50,7 @@ class CellServices(Protocol):
     def forget(self, cell: ActorCell) -> None: ...
     def gone(self, cell: ActorCell) -> None: ...
     def cursor_advanced(self, address: str, cursor: int) -> None: ...
+    def counted(self, what: str, n: int = 1) -> None: ...
     def predecessor(self, cell: ActorCell) -> ActorCell | None: ...
 
 
@@ -310,6 +311,7 @@ class ActorCell:
         self._lifecycle("actor.passivated", {})
         await self._commit()
         self._ended = True
+        self._svc.counted("passivations")
 
     # -- commits --------------------------------------------------------------
 
@@ -358,6 +360,9 @@ class ActorCell:
         )
         result = await self._svc.store.commit(commit)
         # Durable from here on: only now may anyone hear of it.
+        self._svc.counted("commits")
+        if commit.dead_letter is not None:
+            self._svc.counted("dead_letters")
         if state is not None:
             self._last_state = state
         if cursor is not None:
@@ -429,6 +434,7 @@ class ActorCell:
             await self._fail(reason, error_json)
             return False
         self.restarts += 1
+        self._svc.counted("restarts")
         delay = policy.backoff(self.restarts)
         self._lifecycle("actor.crashed", {"error": reason.summary(), "restart_in": delay})
         await self._commit_lifecycle(restarts=1, last_error=error_json)
