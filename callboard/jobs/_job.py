@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
 from ..actors import Actor, Context
 from ..mailbox import Message
 from ..tools import STOP_GRACE, Executor, JobFiles, LocalExecutor, SshExecutor
+from ..tools._executor import EXIT_WRITE_WAIT
+from ..tools._wrapper import parse_exit_status
 from ._machine_event import machine_event_text
 
 __all__ = ["Job", "JobState"]
@@ -60,6 +63,9 @@ class Job(Actor):
     kind = "job"
     state_type = JobState
     virtual = True
+    # The watcher's wait and read, until it records the end; a stop cancels it
+    # first, so that one of the two records the end, never both.
+    _watching: trio.CancelScope | None = None
 
     def is_busy(self) -> bool:
         return self.state.status == "running"
@@ -99,9 +105,22 @@ class Job(Actor):
             await self._stop_process()
 
     async def on_stop(self, ctx: Context) -> None:
+        if self._watching is not None:
+            self._watching.cancel()
         if self.state.status == "running":
+            executor = executor_from(self.state.executor)
             await self._stop_process()
-            await self._finish(ctx, "stopped", None, "stopped on request")
+            code: int | None = None
+            if self.state.pid is not None:
+                # The monitor writes the exit status just after the group is gone.
+                with trio.move_on_after(EXIT_WRITE_WAIT + 1.0):
+                    pid, start = self.state.pid, self.state.start_time
+                    if await executor.wait_exit(self.files, pid, start_time=start):
+                        code = parse_exit_status(await executor.read_text(self.files.exit))
+            await self._finish(ctx, "stopped", code, "stopped on request")
+            # No commit follows a stop's (the actor ends with it), so the files go
+            # now: a crash before that commit reports the job lost, not stopped.
+            await executor.remove(self.files.every_file)
 
     async def _stop_process(self) -> None:
         """Stop the job's process group, if the job's process is still the one running:
@@ -118,17 +137,21 @@ class Job(Actor):
         executor = executor_from(self.state.executor)
         pid, start = self.state.pid, self.state.start_time
         assert pid is not None
-        exited = await executor.wait_exit(self.files, pid, start_time=start)
-        status = await executor.read_text(self.files.exit) if exited else None
-        if status is not None and status.strip().lstrip("-").isdigit():
-            code = int(status.strip())
-            await self._finish(ctx, "exited", code, "")
-        else:
-            await self._finish(
-                ctx, "lost", None,
-                "the process is gone and left no exit status (it was killed, or the machine "
-                "restarted)",
-            )  # fmt: skip
+        with trio.CancelScope() as self._watching:
+            exited = await executor.wait_exit(self.files, pid, start_time=start)
+            status = await executor.read_text(self.files.exit) if exited else None
+            # _finish changes the state only after its last await: cancelled, it changed nothing.
+            if status is not None and status.strip().lstrip("-").isdigit():
+                code = int(status.strip())
+                await self._finish(ctx, "exited", code, "")
+            else:
+                await self._finish(
+                    ctx, "lost", None,
+                    "the process is gone and left no exit status (it was killed, or the "
+                    "machine restarted)",
+                )  # fmt: skip
+        if self._watching.cancelled_caught:
+            return  # on_stop records the end
         ctx.stop(self.state.status)
         await ctx.checkpoint()
         # Only after the commit that recorded the end: the files are not needed any more.
