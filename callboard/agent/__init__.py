@@ -44,6 +44,7 @@ from ._session import SessionSpec as SessionSpec
 from ._session import SessionState as SessionState
 from ._task import Task as Task
 from ._task_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
+from ._task_spec import NO_WORKSPACE_HELP as NO_WORKSPACE_HELP
 from ._task_spec import RunSpec as RunSpec
 from ._task_spec import TaskState as TaskState
 from ._tasks_api import Cancelled as Cancelled
@@ -71,6 +72,7 @@ __all__ = [
     "MODEL_CALL_ATTEMPTS",
     "NOT_RUN_RESULT",
     "NO_MODEL_HELP",
+    "NO_WORKSPACE_HELP",
     "AgentSettings",
     "AskModel",
     "AwaitApproval",

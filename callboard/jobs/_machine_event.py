@@ -19,7 +19,12 @@ def machine_event_text(
     job_id: str, command: str, status: str, exit_code: int | None, tail: str, reason: str = ""
 ) -> str:
     """What the owner's model reads: it names itself a machine event, not a person."""
-    outcome = f"exited {exit_code}" if exit_code is not None else status
+    if exit_code is None:
+        outcome = status
+    elif status == "exited":
+        outcome = f"exited {exit_code}"
+    else:
+        outcome = f"{status}, exit status {exit_code}"
     lines = [
         f"[machine event] background job {job_id} finished ({outcome}). "
         "This message comes from callboard, not from the user.",

@@ -1,0 +1,281 @@
+"""The ``task`` kind: an autonomous model run from a `RunSpec` to a typed terminal.
+
+A task runs without a person. Its first turn asks the prompt; each follow-up
+``message`` gets its own turn (one at a time, in the order they arrived) and
+its own reply; when a turn ends and no message waits, the task settles
+``succeeded`` with that turn's answer. ``cancel`` settles ``cancelled`` at
+once (closing the model stream, stopping a running tool), the deadline timer
+``deadline_exceeded``, a model that cannot be asked ``failed``. Settling is
+one commit: the terminal in the state, the ``task.settled`` event and the
+actor's final status (``ctx.stop``), so nothing can see a half-settled task.
+
+Turns run in one activity, the *runner*, through `drive_turn` and the turn
+journal, exactly as a session's do: after a crash the runner takes the
+active turn up where its last commit left it (the prompt is not asked again
+and a tool that ran is not run again); after a clean close the turn that
+committed nothing is asked once more. The deadline is a durable timer set in
+the first commit; a task whose deadline passed while no runtime ran settles
+in ``on_start``, before the runner could call the model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..actors import Actor, Context
+from ..errors import ModelError
+from ..llm import ChatClient
+from ..mailbox import Message
+from ..tools import ApprovalPolicy
+from ._journal import TurnJournal, begin_turn, record_approval
+from ._task_spec import (
+    NO_WORKSPACE_HELP,
+    PROMPT_ID,
+    RunSpec,
+    TaskMessage,
+    TaskOutcome,
+    TaskState,
+    message_id_for,
+)
+from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
+
+__all__ = ["Task"]
+
+_CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
+
+
+class Task(Actor):
+    """An autonomous agent run. See the module docstring and DESIGN.md "Tasks".
+
+    Messages: ``message`` (``{"text"}`` or a string; its id is
+    `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
+    "approved"}``), ``deadline`` (the task's own timer). After the task
+    settled, a message is answered with ``message.rejected``.
+    """
+
+    kind = "task"
+    state_type = TaskState
+    spec_type = RunSpec
+    state: TaskState
+    spec: RunSpec
+
+    def __init__(self, address: str, spec: Any, state: Any) -> None:
+        super().__init__(address, spec, state)
+        self._chat = ConversationLog()
+        self._runner = False
+        self._scope: trio.CancelScope | None = None
+        self._approvals = trio.Event()
+
+    def is_busy(self) -> bool:
+        return self.state.terminal is None
+
+    async def on_start(self, ctx: Context) -> None:
+        state = self.state
+        if not state.started:
+            state.started = True
+            state.workspace = self.spec.workspace or str(ctx.settings.get("workspace") or "")
+            if self.spec.deadline is not None:
+                state.deadline_at = ctx.now() + self.spec.deadline
+                ctx.schedule(self.spec.deadline, "deadline", key="deadline")
+            ctx.emit("task.started", {"prompt": self.spec.prompt, "deadline_at": state.deadline_at})
+            if not state.workspace:
+                self._settle(ctx, TaskOutcome("failed", error=NO_WORKSPACE_HELP))
+                return
+        elif state.deadline_at is not None and ctx.now() >= state.deadline_at:
+            # It passed while no runtime ran: settle before anything calls the model.
+            self._settle(ctx, TaskOutcome("deadline_exceeded"))
+            return
+        elif state.active is not None:
+            ctx.emit("turn.resumed", _turn_event(state.active))
+        self._wake(ctx)
+
+    async def on_stop(self, ctx: Context) -> None:
+        if self.state.terminal is None:
+            self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
+
+    async def handle(self, ctx: Context, message: Message) -> None:
+        body = message.body if isinstance(message.body, dict) else {}
+        if self.state.terminal is not None and message.type != "deadline":
+            if message.type == "message":
+                self.state.messages.append(
+                    TaskMessage(message_id_for(message.seq), _text(message), "unanswered")
+                )
+            reason = f"the task has settled ({self.state.terminal.status})"
+            _reject(ctx, message, reason)
+        elif message.type == "message":
+            text = _text(message)
+            if not text.strip():
+                _reject(ctx, message, "a message needs non-empty text: {'text': '...'}")
+                return
+            entry = TaskMessage(message_id_for(message.seq), text)
+            self.state.messages.append(entry)
+            ctx.emit("message.queued", {"message_id": entry.id, "text": text})
+            self._wake(ctx)
+        elif message.type == "cancel":
+            self._settle(ctx, TaskOutcome("cancelled"))
+        elif message.type == "deadline":
+            if self.state.terminal is None:
+                self._settle(ctx, TaskOutcome("deadline_exceeded"))
+        elif message.type == "approve":
+            self._approve(ctx, message, body.get("call_id"), body.get("approved", True))
+        else:
+            _reject(ctx, message, f"a task does not handle {message.type!r} messages")
+
+    # -- settling --------------------------------------------------------------
+
+    def _settle(self, ctx: Context, outcome: TaskOutcome) -> None:
+        """End the task in the next commit: the terminal, its event and the final status.
+
+        A running turn is cancelled where it stands (the model stream closes, a
+        running tool stops) and its open calls answered, as a session's cancel does.
+        """
+        state = self.state
+        if state.terminal is not None:
+            return
+        turn = state.active
+        if turn is not None:
+            if self._scope is not None:
+                self._scope.cancel()
+            close_turn_records(ctx, turn, self._chat)
+            state.active = None
+        for entry in state.messages:
+            if entry.status in ("queued", "running"):
+                entry.status = "unanswered"
+        if state.deadline_at is not None:
+            ctx.cancel_timer("deadline")  # a due timer would wake a settled task for nothing
+        state.terminal = outcome
+        ctx.emit("task.settled", attrs.asdict(outcome))
+        ctx.stop(outcome.status)
+
+    # -- approvals ---------------------------------------------------------------
+
+    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
+        turn = self.state.active
+        if turn is not None and call_id is None and len(turn.awaiting_approval()) == 1:
+            call_id = turn.awaiting_approval()[0].id
+        if not isinstance(approved, bool):
+            _reject(ctx, message, f"'approved' must be true or false, got {approved!r}")
+            return
+        if (
+            turn is None
+            or not isinstance(call_id, str)
+            or not record_approval(turn, call_id, approved)
+        ):
+            _reject(ctx, message, f"no tool call {call_id!r} is waiting for approval")
+            return
+        ctx.emit(
+            "approval.answered",
+            {**_turn_event(turn), "call_id": call_id, "approved": approved},
+        )
+        self._approvals.set()
+        self._approvals = trio.Event()
+
+    async def _wait_approval(self) -> None:
+        await self._approvals.wait()
+
+    # -- the runner ----------------------------------------------------------------
+
+    def _wake(self, ctx: Context) -> None:
+        if not self._runner and self.state.terminal is None:
+            self._runner = True
+            ctx.start_activity(self._run, ctx, name="turns")
+
+    async def _run(self, ctx: Context) -> None:
+        client = ChatClient()
+        try:
+            while self.state.terminal is None:
+                turn = self.state.active
+                if turn is None:
+                    self._start_next(ctx)  # or settle, when nothing is left to answer
+                    await ctx.checkpoint()
+                    continue
+                await self._run_turn(ctx, turn, client)
+        finally:
+            self._runner = False
+            with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
+                await client.aclose()
+
+    def _start_next(self, ctx: Context) -> None:
+        state = self.state
+        if not state.asked:
+            state.asked = True
+            prompt, prompt_id = self.spec.prompt, PROMPT_ID
+        else:
+            entry = next((m for m in state.messages if m.status == "queued"), None)
+            if entry is None:
+                self._settle(ctx, TaskOutcome("succeeded", result=state.answer or ""))
+                return
+            entry.status = "running"
+            prompt, prompt_id = entry.text, entry.id
+        state.turns += 1
+        turn, items = begin_turn(
+            f"turn-{state.turns}",
+            prompt,
+            prompt_id=prompt_id,
+            log_length=len(self._chat.items(ctx)),
+        )
+        self._chat.append(ctx, items)
+        state.active = turn
+        ctx.emit("turn.started", {**_turn_event(turn), "prompt": prompt})
+
+    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+        answer, failure = "", None
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                answer = await drive_turn(
+                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval
+                )
+            except ModelError as exc:
+                failure = exc
+            finally:
+                self._scope = None
+        if scope.cancelled_caught or self.state.active is not turn:
+            return  # settled by the handler that cancelled it
+        if failure is not None:
+            self._settle(ctx, TaskOutcome("failed", error=str(failure)))
+            await ctx.checkpoint()
+            return
+        state = self.state
+        state.active = None
+        state.answer = answer
+        ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
+        for entry in state.messages:
+            if entry.id == turn.prompt_id:
+                entry.status, entry.reply = "answered", answer
+                ctx.emit("message.answered", {"message_id": entry.id, "result": answer})
+        # The turn's end and what follows (the next turn, or settling) share one commit.
+        self._start_next(ctx)
+        await ctx.checkpoint()
+
+    def _settings(self, ctx: Context) -> AgentSettings:
+        spec, settings = self.spec, ctx.settings
+        return AgentSettings(
+            workspace=Path(self.state.workspace),
+            base_url=spec.base_url
+            or settings.get("model_url")
+            or os.environ.get("CALLBOARD_MODEL_URL")
+            or None,
+            model=spec.model or settings.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
+            system_prompt=spec.system_prompt,
+            policy=ApprovalPolicy(default=spec.approve),
+        )
+
+
+def _text(message: Message) -> str:
+    body = message.body
+    text = body if isinstance(body, str) else body.get("text") if isinstance(body, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def _turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:
+    return {"turn_id": turn.turn_id, "prompt_id": turn.prompt_id, **extra}
+
+
+def _reject(ctx: Context, message: Message, reason: str) -> None:
+    ctx.emit("message.rejected", {"seq": message.seq, "type": message.type, "reason": reason})

@@ -1,0 +1,351 @@
+"""`Tasks`: spawn autonomous tasks on a live runtime, talk to them, wait for their terminal.
+
+The facade is thin on purpose: every operation is a message to the task's
+mailbox (durable before it returns) or a read of the task's last committed
+snapshot, and every wait is a subscription to the task's events that reads
+the snapshot again after each one. So a wait sees nothing the runtime could
+forget, and it works the same for a task this runtime is driving and for one
+that settled long ago.
+
+Outcomes::
+
+    wait(...)      -> Settled(TaskRecord) | WaitTimedOut(attached)
+    terminal(...)  -> None | Succeeded(result) | Failed(error) | Cancelled()
+                      | DeadlineExceeded()
+
+``timeout=`` on the waits is part of the contract rather than a cancel scope
+(ASYNC109): running out of time is an outcome that says whether the task is
+still attached, not an exception.
+
+A wait ends with `WaitTimedOut` when its timeout passes (``attached`` says
+whether this runtime is still driving the task) and, at once, with
+``WaitTimedOut(attached=False)`` when the runtime closes: a caller waiting
+from outside the runtime's ``async with`` block is not left hanging on a
+runtime that will never answer. The task itself is untouched by that: what
+its turn had not committed is not recorded, and the next runtime on the data
+directory takes it up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeClosed, UnknownActor
+from ..mailbox import Address, parse_address
+from ..store import converter, loads
+from ._task import Task
+from ._task_spec import NO_WORKSPACE_HELP, RunSpec, TaskOutcome, TaskState, message_id_for
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime, Subscription
+
+__all__ = [
+    "Cancelled",
+    "DeadlineExceeded",
+    "Failed",
+    "Settled",
+    "Succeeded",
+    "TaskRecord",
+    "Tasks",
+    "Terminal",
+    "WaitOutcome",
+    "WaitTimedOut",
+]
+
+
+@attrs.frozen
+class Succeeded:
+    """The model answered and nothing was left to answer: ``result`` is its last answer."""
+
+    result: str
+
+
+@attrs.frozen
+class Failed:
+    """The task could not go on (the model could not be asked, the actor failed)."""
+
+    error: str
+
+
+@attrs.frozen
+class Cancelled:
+    """Cancelled (or stopped) before it settled otherwise."""
+
+
+@attrs.frozen
+class DeadlineExceeded:
+    """The spec's deadline passed before the task settled."""
+
+
+Terminal = Succeeded | Failed | Cancelled | DeadlineExceeded
+
+
+@attrs.frozen
+class TaskRecord:
+    """A task as its last commit left it.
+
+    ``status`` is ``running`` or the terminal's status word. ``result`` is, for
+    `Tasks.wait`, the ``Succeeded`` result; for `Tasks.wait_message`, the reply
+    to ``message_id`` (None if the task settled without answering it).
+    """
+
+    handle: str
+    status: str
+    terminal: Terminal | None
+    result: str | None = None
+    message_id: str | None = None
+
+
+@attrs.frozen
+class Settled:
+    """The wait is over: the task settled, or the message it waited for was answered."""
+
+    record: TaskRecord
+
+
+@attrs.frozen
+class WaitTimedOut:
+    """The wait ended first; ``attached`` tells whether a live runtime still drives the task."""
+
+    attached: bool
+
+
+WaitOutcome = Settled | WaitTimedOut
+
+
+class Tasks:
+    """Tasks on one runtime: ``Tasks(rt)`` (``rt.tasks``).
+
+    Handles are task addresses (``task/<id>``); any ``str`` of one works.
+    """
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+        self._closing: trio.Event | None = None
+        self._subs: set[Subscription] = set()
+
+    async def spawn(self, spec: RunSpec, *, name: str | None = None) -> Address:
+        """Create a task and start it; returns its handle once the spawn is durable.
+
+        Without ``spec.workspace``, the task works in the runtime's ``workspace``.
+        """
+        if spec.workspace is None:
+            if self._rt.workspace is None:
+                raise BadRequest(NO_WORKSPACE_HELP)
+            spec = attrs.evolve(spec, workspace=str(self._rt.workspace))
+        return await self._rt.spawn(Task.kind, spec, name=name)
+
+    async def send(self, handle: str, text: str, *, key: str | None = None) -> str:
+        """Send a follow-up message; returns its id once it is durable.
+
+        The task answers it in its own turn (see `wait_message`). A repeated
+        send with the same ``key`` returns the same id and is not answered twice.
+
+        Raises:
+            ActorStopped: the task has settled and takes no more messages.
+        """
+        address = _address(handle)
+        if not isinstance(text, str) or not text.strip():
+            raise BadMessage(f"a message to {address} needs non-empty text, got {text!r}")
+        record = self.record(address)
+        if record.terminal is not None:
+            raise ActorStopped(
+                f"{address} has settled ({record.status}) and takes no more messages; "
+                "spawn a new task to go on"
+            )
+        ack = await self._rt.send(address, "message", {"text": text}, key=key)
+        return message_id_for(ack.seq)
+
+    async def wait(self, handle: str, timeout: float | None = None) -> WaitOutcome:  # noqa: ASYNC109
+        """Wait until the task settles: `Settled` with its record, or `WaitTimedOut`.
+
+        ``timeout`` is in seconds (None: no limit). Cancel-safe: it only reads.
+        """
+        address = _address(handle)
+
+        def settled() -> TaskRecord | None:
+            record = self.record(address)
+            return record if record.terminal is not None else None
+
+        return await self._wait_for(address, settled, timeout)
+
+    async def wait_message(
+        self,
+        handle: str,
+        message_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> WaitOutcome:
+        """Wait for the reply to ``message_id``: `Settled` with ``record.result`` the
+        reply (None when the task settled without answering it), or `WaitTimedOut`."""
+        address = _address(handle)
+
+        def answered() -> TaskRecord | None:
+            status, state, terminal = self._load(address)
+            entry = next((m for m in state.messages if m.id == message_id), None)
+            if entry is not None and entry.status == "answered":
+                return TaskRecord(address, status, terminal, entry.reply, message_id)
+            if terminal is not None:
+                return TaskRecord(address, status, terminal, None, message_id)
+            return None
+
+        return await self._wait_for(address, answered, timeout)
+
+    def terminal(self, handle: str) -> Terminal | None:
+        """The task's terminal as last committed, or None while it runs."""
+        return self.record(handle).terminal
+
+    def record(self, handle: str) -> TaskRecord:
+        """The task as last committed (``result``: its ``Succeeded`` result, if any)."""
+        address = _address(handle)
+        status, _, terminal = self._load(address)
+        result = terminal.result if isinstance(terminal, Succeeded) else None
+        return TaskRecord(address, status, terminal, result)
+
+    def is_attached(self, handle: str) -> bool:
+        """Whether a live runtime (this one) is driving the task: it is open, the
+        task has not settled, and the task is active here."""
+        address = _address(handle)
+        if self._closing_event().is_set():
+            return False
+        stored = self._rt.store.actor(address)
+        # Runtime has no public "is this actor active here" yet (see the report):
+        # its cells are the actors it drives.
+        return stored is not None and not stored.final and address in self._rt._cells
+
+    async def cancel(self, handle: str) -> Terminal:
+        """Settle the task ``Cancelled`` (closing its model stream, stopping a running
+        tool); returns its terminal, which is the earlier one if it had settled.
+
+        Raises:
+            RuntimeClosed: the runtime closed first; the cancel is durable and the
+                next runtime on the data directory settles the task.
+        """
+        address = _address(handle)
+        current = self.terminal(address)
+        if current is not None:
+            await trio.lowlevel.checkpoint()
+            return current
+        await self._rt.send(address, "cancel")
+        outcome = await self.wait(address)
+        if isinstance(outcome, WaitTimedOut):
+            raise RuntimeClosed(
+                f"the runtime closed before {address} handled its cancel; the cancel is "
+                "recorded and the next runtime on this data directory settles the task"
+            )
+        assert outcome.record.terminal is not None
+        return outcome.record.terminal
+
+    async def approve(
+        self, handle: str, call_id: str | None = None, *, approved: bool = True
+    ) -> None:
+        """Answer an ``approval.requested`` (``approve="ask"``); durable once it returns.
+
+        Without ``call_id``, it answers the one call that waits (if only one does).
+        """
+        body: dict[str, object] = {"approved": approved}
+        if call_id is not None:
+            body["call_id"] = call_id
+        await self._rt.send(_address(handle), "approve", body)
+
+    # -- reading and waiting ----------------------------------------------------
+
+    def _load(self, address: str) -> tuple[str, TaskState, Terminal | None]:
+        stored = self._rt.store.actor(address)
+        if stored is None:
+            raise UnknownActor(f"there is no task at {address!r}")
+        state = (
+            converter.structure(loads(stored.state), TaskState)
+            if stored.state is not None
+            else TaskState()
+        )
+        terminal = _terminal(state.terminal)
+        if terminal is None and stored.final:
+            # The actor ended without settling (it failed its restarts).
+            error = loads(stored.last_error) if stored.last_error else {}
+            terminal = Failed(f"the task's actor {stored.status}: {error.get('message', '')}")
+        status = state.terminal.status if state.terminal is not None else stored.status
+        return (status if stored.final else "running"), state, terminal
+
+    async def _wait_for(
+        self,
+        address: str,
+        found: Callable[[], TaskRecord | None],
+        timeout: float | None,  # noqa: ASYNC109
+    ) -> WaitOutcome:
+        closing = self._closing_event()
+        await trio.lowlevel.checkpoint()
+        if closing.is_set():
+            return WaitTimedOut(attached=False)
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            async with self._rt.subscribe(address, after=self._rt.head(address)) as sub:
+                self._subs.add(sub)
+                try:
+                    while not closing.is_set():
+                        record = found()
+                        if record is not None:
+                            return Settled(record)
+                        await _next_durable(sub)
+                finally:
+                    self._subs.discard(sub)
+            return WaitTimedOut(attached=False)  # the runtime closed
+        return WaitTimedOut(attached=self.is_attached(address))
+
+    def _closing_event(self) -> trio.Event:
+        """An event set when the runtime starts to close.
+
+        Runtime has no such hook yet (see the report): a sentinel task in the
+        runtime's actor nursery sets it when that nursery is cancelled, which is
+        the first thing a closing runtime does.
+        """
+        if self._closing is None:
+            self._closing = trio.Event()
+            nursery = self._rt._nursery
+            if nursery is None or self._rt._closed:
+                self._closing.set()
+            else:
+                nursery.start_soon(self._watch_close, self._closing, name="tasks: closing")
+        return self._closing
+
+    async def _watch_close(self, closing: trio.Event) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            closing.set()
+            for sub in list(self._subs):
+                sub.close()  # ends the waits reading it, at once
+
+
+async def _next_durable(sub: Subscription) -> None:
+    """Wait for the next stored event (ephemeral ones, such as deltas, change nothing);
+    return at once if the subscription was closed."""
+    while True:
+        try:
+            event = await sub.__anext__()
+        except StopAsyncIteration:
+            return
+        if event.seq is not None:
+            return
+
+
+def _terminal(outcome: TaskOutcome | None) -> Terminal | None:
+    if outcome is None:
+        return None
+    if outcome.status == "succeeded":
+        return Succeeded(outcome.result or "")
+    if outcome.status == "failed":
+        return Failed(outcome.error or "")
+    if outcome.status == "cancelled":
+        return Cancelled()
+    return DeadlineExceeded()
+
+
+def _address(handle: str) -> str:
+    kind, _ = parse_address(str(handle))
+    if kind != Task.kind:
+        raise BadAddress(f"{handle!r} is not a task handle: a task's is 'task/<id>'")
+    return str(handle)
