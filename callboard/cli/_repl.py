@@ -33,7 +33,12 @@ from .. import __version__
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
 from ._commands import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, add_common
-from ._verbs import VERBS, Output, event_json, format_event
+from ._jobs import JOBS
+from ._verbs import VERBS as _CLI_VERBS
+from ._verbs import Output, event_json, format_event
+
+# The REPL offers every verb the command line has, jobs included.
+VERBS = {**_CLI_VERBS, JOBS.name: JOBS}
 
 __all__ = ["add_parsers"]
 
