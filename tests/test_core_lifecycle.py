@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 import trio
+import trio.testing
 from child import Child
 from core_kinds import Brittle, Counter
 
@@ -231,3 +232,33 @@ async def test_a_snapshot_from_an_older_state_class_loads_into_the_new_one(tmp_p
             await rt.wait_handled("counter/v", (await rt.send("counter/v", "add", {"id": "b"})).seq)
             view = await rt.inspect("counter/v")
     assert view.state == {"total": 5, "ids": ["a", "b"], "note": "new field"}
+
+
+async def test_closing_the_runtime_ends_waits_and_subscriptions_with_runtime_closed(tmp_path):
+    outcomes: list[str] = []
+
+    async def wait_for_never(rt) -> None:
+        try:
+            await rt.wait_handled("held/h", 2)
+        except callboard.RuntimeClosed as exc:
+            outcomes.append(f"wait: {exc}")
+
+    async def read_events(rt) -> None:
+        async with rt.subscribe("held/h") as events:
+            try:
+                async for _ in events:
+                    pass
+            except callboard.RuntimeClosed as exc:
+                outcomes.append(f"subscription: {exc}")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+                await rt.send("held/h", "work")
+                nursery.start_soon(wait_for_never, rt)
+                nursery.start_soon(read_events, rt)
+                await trio.testing.wait_all_tasks_blocked()
+    assert sorted(outcomes) == [
+        "subscription: the runtime closed; the subscription to 'held/h' ended",
+        "wait: the runtime closed before held/h handled message 2",
+    ]

@@ -15,7 +15,7 @@ from typing import Literal
 
 import trio
 
-from ..errors import Lagged
+from ..errors import Lagged, RuntimeClosed
 from ..mailbox import Event
 from ..store import EventRecord, SqliteStore
 
@@ -54,6 +54,7 @@ class Subscription:
         self._on_lag = on_lag
         self._wakeup = trio.Event()
         self._closed = False
+        self._ended = False
 
     def offer(self, event: Event) -> None:
         """Called by the hub for each published event; never blocks."""
@@ -65,6 +66,11 @@ class Subscription:
         else:
             self._buffer.append(event)
         self._wakeup.set()
+
+    def end(self) -> None:
+        """The runtime closed: wake the reader, who gets `RuntimeClosed`."""
+        self._ended = True
+        self.close()
 
     def close(self) -> None:
         if not self._closed:
@@ -107,6 +113,8 @@ class Subscription:
                 continue
             self._wakeup = trio.Event()
             await self._wakeup.wait()
+        if self._ended:
+            raise RuntimeClosed(f"the runtime closed; the subscription to {self.actor!r} ended")
         raise StopAsyncIteration
 
 
@@ -144,6 +152,11 @@ class Hub:
             if subs:
                 for sub in tuple(subs):
                     sub.offer(event)
+
+    def close_all(self) -> None:
+        for subs in list(self._by_actor.values()):
+            for sub in list(subs):
+                sub.end()
 
     @property
     def subscriber_count(self) -> int:

@@ -419,9 +419,12 @@ class Runtime:
         record = self.store.actor(address)
         if record is not None and record.cursor >= seq:
             return
+        self._check_open()
         event = trio.Event()
         self._cursor_waiters.setdefault(address, []).append((seq, event))
         await event.wait()
+        if self._closed:
+            raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
 
     # -- what cells ask of the runtime ---------------------------------------------
 
@@ -473,6 +476,15 @@ class Runtime:
             del self._cursor_waiters[address]
 
     # -- delivery and activation ----------------------------------------------------
+
+    def _close(self) -> None:
+        """No more work: wake everyone waiting on this runtime so they learn it closed."""
+        self._closed = True
+        for waiters in self._cursor_waiters.values():
+            for _, event in waiters:
+                event.set()
+        self._cursor_waiters.clear()
+        self.hub.close_all()
 
     def _check_open(self) -> None:
         if self._closed or self._nursery is None:
@@ -601,7 +613,7 @@ async def open_runtime(
                     try:
                         yield rt
                     finally:
-                        rt._closed = True
+                        rt._close()
                         actors.cancel_scope.cancel()
             finally:
                 rt._closed = True
