@@ -10,6 +10,15 @@ here exactly once.
 from .actors import Actor as Actor
 from .actors import Context as Context
 from .actors import Supervision as Supervision
+from .agent import Cancelled as Cancelled
+from .agent import DeadlineExceeded as DeadlineExceeded
+from .agent import Failed as Failed
+from .agent import RunSpec as RunSpec
+from .agent import Settled as Settled
+from .agent import Succeeded as Succeeded
+from .agent import TaskRecord as TaskRecord
+from .agent import Tasks as Tasks
+from .agent import WaitTimedOut as WaitTimedOut
 from .errors import ActorStopped as ActorStopped
 from .errors import BadAddress as BadAddress
 from .errors import BadMessage as BadMessage
@@ -53,26 +62,35 @@ __all__ = [
     "BadMessage",
     "BadRequest",
     "CallboardError",
+    "Cancelled",
     "ChildSpec",
     "Context",
     "CrashReason",
     "DataDirectoryLocked",
     "DeadLetter",
+    "DeadlineExceeded",
     "Escalation",
     "Event",
+    "Failed",
     "Lagged",
     "Message",
+    "RunSpec",
     "Runtime",
     "RuntimeClosed",
     "RuntimeConfig",
     "RuntimeStatistics",
+    "Settled",
     "SpawnConflict",
     "StateError",
     "StoreUnavailable",
     "Subscription",
+    "Succeeded",
     "Supervision",
+    "TaskRecord",
+    "Tasks",
     "UnknownActor",
     "UnknownKind",
+    "WaitTimedOut",
     "open_runtime",
     "supervise",
 ]

@@ -34,6 +34,7 @@ from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ._journal import TurnJournal, begin_turn, record_approval
 from ._task_spec import (
+    CONVERSATION_LOG,
     NO_WORKSPACE_HELP,
     PROMPT_ID,
     RunSpec,
@@ -66,7 +67,7 @@ class Task(Actor):
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
-        self._chat = ConversationLog()
+        self._chat = ConversationLog(CONVERSATION_LOG)
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
@@ -103,7 +104,7 @@ class Task(Actor):
         if self.state.terminal is not None and message.type != "deadline":
             if message.type == "message":
                 self.state.messages.append(
-                    TaskMessage(message_id_for(message.seq), _text(message), "unanswered")
+                    TaskMessage(message_id_for(message.seq), status="unanswered")
                 )
             reason = f"the task has settled ({self.state.terminal.status})"
             _reject(ctx, message, reason)
@@ -145,7 +146,7 @@ class Task(Actor):
             state.active = None
         for entry in state.messages:
             if entry.status in ("queued", "running"):
-                entry.status = "unanswered"
+                entry.status, entry.text = "unanswered", ""
         if state.deadline_at is not None:
             ctx.cancel_timer("deadline")  # a due timer would wake a settled task for nothing
         state.terminal = outcome
@@ -210,8 +211,8 @@ class Task(Actor):
             if entry is None:
                 self._settle(ctx, TaskOutcome("succeeded", result=state.answer or ""))
                 return
-            entry.status = "running"
             prompt, prompt_id = entry.text, entry.id
+            entry.status, entry.text = "running", ""  # from here on, the log holds it
         state.turns += 1
         turn, items = begin_turn(
             f"turn-{state.turns}",
@@ -247,7 +248,8 @@ class Task(Actor):
         ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
         for entry in state.messages:
             if entry.id == turn.prompt_id:
-                entry.status, entry.reply = "answered", answer
+                # drive_turn logged the answer last; the reply is read from there.
+                entry.status, entry.reply_at = "answered", len(self._chat.items(ctx)) - 1
                 ctx.emit("message.answered", {"message_id": entry.id, "result": answer})
         # The turn's end and what follows (the next turn, or settling) share one commit.
         self._start_next(ctx)

@@ -16,6 +16,7 @@ from ..tools import APPROVALS, Approval
 from ._journal import TurnJournal
 
 __all__ = [
+    "CONVERSATION_LOG",
     "DEFAULT_TASK_SYSTEM_PROMPT",
     "NO_WORKSPACE_HELP",
     "PROMPT_ID",
@@ -35,6 +36,9 @@ DEFAULT_TASK_SYSTEM_PROMPT = (
 
 PROMPT_ID = "prompt"
 """The ``prompt_id`` of the task's first turn (a message's turn carries the message id)."""
+
+CONVERSATION_LOG = "conversation"
+"""The log holding a task's conversation (one OpenAI message per item)."""
 
 NO_WORKSPACE_HELP = (
     "a task needs a workspace: give RunSpec(workspace=...) or open the runtime with "
@@ -111,13 +115,18 @@ class RunSpec:
 
 @attrs.define
 class TaskMessage:
-    """A follow-up message: ``queued``, then ``answered`` with its ``reply``, or
-    ``unanswered`` when the task settled first."""
+    """A follow-up message: ``queued``, ``running`` (its turn began), then
+    ``answered``, or ``unanswered`` when the task settled first.
+
+    The snapshot stays small however long the texts are: ``text`` is kept only
+    while the message waits (its turn logs it), and the reply is the item
+    ``reply_at`` of the conversation log.
+    """
 
     id: str
-    text: str
+    text: str = ""
     status: Literal["queued", "running", "answered", "unanswered"] = "queued"
-    reply: str | None = None
+    reply_at: int | None = None
 
 
 @attrs.define

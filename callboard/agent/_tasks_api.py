@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -39,7 +39,14 @@ from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeCl
 from ..mailbox import Address, parse_address
 from ..store import converter, loads
 from ._task import Task
-from ._task_spec import NO_WORKSPACE_HELP, RunSpec, TaskOutcome, TaskState, message_id_for
+from ._task_spec import (
+    CONVERSATION_LOG,
+    NO_WORKSPACE_HELP,
+    RunSpec,
+    TaskOutcome,
+    TaskState,
+    message_id_for,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime, Subscription
@@ -126,8 +133,6 @@ class Tasks:
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
-        self._closing: trio.Event | None = None
-        self._subs: set[Subscription] = set()
 
     async def spawn(self, spec: RunSpec, *, name: str | None = None) -> Address:
         """Create a task and start it; returns its handle once the spawn is durable.
@@ -187,8 +192,9 @@ class Tasks:
         def answered() -> TaskRecord | None:
             status, state, terminal = self._load(address)
             entry = next((m for m in state.messages if m.id == message_id), None)
-            if entry is not None and entry.status == "answered":
-                return TaskRecord(address, status, terminal, entry.reply, message_id)
+            if entry is not None and entry.status == "answered" and entry.reply_at is not None:
+                reply = self._logged(address, entry.reply_at).get("content")
+                return TaskRecord(address, status, terminal, reply, message_id)
             if terminal is not None:
                 return TaskRecord(address, status, terminal, None, message_id)
             return None
@@ -210,12 +216,10 @@ class Tasks:
         """Whether a live runtime (this one) is driving the task: it is open, the
         task has not settled, and the task is active here."""
         address = _address(handle)
-        if self._closing_event().is_set():
+        if not self._rt.is_active(address):
             return False
         stored = self._rt.store.actor(address)
-        # Runtime has no public "is this actor active here" yet (see the report):
-        # its cells are the actors it drives.
-        return stored is not None and not stored.final and address in self._rt._cells
+        return stored is not None and not stored.final
 
     async def cancel(self, handle: str) -> Terminal:
         """Settle the task ``Cancelled`` (closing its model stream, stopping a running
@@ -271,19 +275,27 @@ class Tasks:
         status = state.terminal.status if state.terminal is not None else stored.status
         return (status if stored.final else "running"), state, terminal
 
+    def _logged(self, address: str, index: int) -> dict[str, Any]:
+        (item,) = self._rt.store.read_log(address, CONVERSATION_LOG, index, 1)
+        logged: dict[str, Any] = loads(item)
+        return logged
+
     async def _wait_for(
         self,
         address: str,
         found: Callable[[], TaskRecord | None],
         timeout: float | None,  # noqa: ASYNC109
     ) -> WaitOutcome:
-        closing = self._closing_event()
+        closing = self._rt.closing
         await trio.lowlevel.checkpoint()
         if closing.is_set():
             return WaitTimedOut(attached=False)
         with trio.move_on_after(math.inf if timeout is None else timeout):
-            async with self._rt.subscribe(address, after=self._rt.head(address)) as sub:
-                self._subs.add(sub)
+            async with (
+                self._rt.subscribe(address, after=self._rt.head(address)) as sub,
+                trio.open_nursery() as nursery,
+            ):
+                nursery.start_soon(_close_when_set, closing, sub)
                 try:
                     while not closing.is_set():
                         record = found()
@@ -291,33 +303,15 @@ class Tasks:
                             return Settled(record)
                         await _next_durable(sub)
                 finally:
-                    self._subs.discard(sub)
+                    nursery.cancel_scope.cancel()
             return WaitTimedOut(attached=False)  # the runtime closed
         return WaitTimedOut(attached=self.is_attached(address))
 
-    def _closing_event(self) -> trio.Event:
-        """An event set when the runtime starts to close.
 
-        Runtime has no such hook yet (see the report): a sentinel task in the
-        runtime's actor nursery sets it when that nursery is cancelled, which is
-        the first thing a closing runtime does.
-        """
-        if self._closing is None:
-            self._closing = trio.Event()
-            nursery = self._rt._nursery
-            if nursery is None or self._rt._closed:
-                self._closing.set()
-            else:
-                nursery.start_soon(self._watch_close, self._closing, name="tasks: closing")
-        return self._closing
-
-    async def _watch_close(self, closing: trio.Event) -> None:
-        try:
-            await trio.sleep_forever()
-        finally:
-            closing.set()
-            for sub in list(self._subs):
-                sub.close()  # ends the waits reading it, at once
+async def _close_when_set(closing: trio.Event, sub: Subscription) -> None:
+    """End the wait reading ``sub`` at once when the runtime starts to close."""
+    await closing.wait()
+    sub.close()
 
 
 async def _next_durable(sub: Subscription) -> None:
@@ -326,7 +320,7 @@ async def _next_durable(sub: Subscription) -> None:
     while True:
         try:
             event = await sub.__anext__()
-        except StopAsyncIteration:
+        except (StopAsyncIteration, RuntimeClosed):
             return
         if event.seq is not None:
             return

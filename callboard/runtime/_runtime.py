@@ -23,7 +23,7 @@ import orjson
 import trio
 
 from ..actors import Actor
-from ..agent import Session
+from ..agent import Session, Task, Tasks
 from ..errors import (
     BadMessage,
     BadRequest,
@@ -69,7 +69,7 @@ __all__ = [
 
 log = logging.getLogger("callboard.runtime")
 
-BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Job)
+BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
 
 @attrs.frozen
@@ -179,6 +179,9 @@ class Runtime:
         self._nursery: trio.Nursery | None = None
         self._timers_wakeup = trio.Event()
         self._closed = False
+        self.closing = trio.Event()
+        """Set when the runtime starts to close, before any actor is cancelled."""
+        self._tasks: Tasks | None = None
         self._counts: Counter[str] = Counter()
 
     # -- kinds -----------------------------------------------------------------
@@ -220,6 +223,17 @@ class Runtime:
         return self._kinds[kind]
 
     # -- the embedding API -------------------------------------------------------
+
+    @property
+    def tasks(self) -> Tasks:
+        """Autonomous tasks on this runtime: spawn, send, wait, cancel (see `Tasks`)."""
+        if self._tasks is None:
+            self._tasks = Tasks(self)
+        return self._tasks
+
+    def is_active(self, address: str) -> bool:
+        """Whether this runtime, open, is driving ``address`` (it is in memory here)."""
+        return not self._closed and address in self._cells
 
     async def send(
         self, to: str, type: str, body: Any = None, *, key: str | None = None,
@@ -480,6 +494,7 @@ class Runtime:
     def _close(self) -> None:
         """No more work: wake everyone waiting on this runtime so they learn it closed."""
         self._closed = True
+        self.closing.set()
         for waiters in self._cursor_waiters.values():
             for _, event in waiters:
                 event.set()
@@ -582,7 +597,7 @@ async def open_runtime(
     On exit every actor is cancelled where it stands; nothing durable depends
     on that: the next runtime on ``data`` resumes from the last commits.
     ``clock`` is the wall clock for timers (tests pass one driven by trio's).
-    The built-in kinds (``session``, ``job``) are registered unless
+    The built-in kinds (``session``, ``task``, ``job``) are registered unless
     ``builtin_kinds`` is false; a kind of the same name in ``kinds`` wins.
     ``settings`` reach every actor as ``ctx.settings`` (e.g. ``model_url``,
     ``model``), beside ``data_dir``, ``workspace`` and ``jobs_dir``.
