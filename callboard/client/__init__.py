@@ -22,6 +22,7 @@ from ._errors import TooLarge as TooLarge
 from ._errors import Unauthorized as Unauthorized
 from ._stream import EventStream as EventStream
 from ._stream import StreamStatistics as StreamStatistics
+from ._tasks import RemoteTasks as RemoteTasks
 
 __all__ = [
     "DEFAULT_URL",
@@ -32,6 +33,7 @@ __all__ = [
     "EventStream",
     "ProtocolError",
     "RateLimited",
+    "RemoteTasks",
     "ServerError",
     "Spawned",
     "StreamStatistics",

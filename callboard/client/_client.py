@@ -35,6 +35,7 @@ from ._connection import Connection, Lost, OnReply
 from ._errors import ConnectionFailed, ConnectionLost
 from ._handshake import connection_errors, open_connection, unwrap_single
 from ._stream import EventStream
+from ._tasks import RemoteTasks
 from ._wire import field, info_from_frame, view_from_frame
 
 __all__ = ["DEFAULT_URL", "Backoff", "Client", "Spawned", "connect"]
@@ -105,10 +106,18 @@ class Client:
         self._failure: CallboardError | None = None
         self._closing = trio.Event()
         self._done = trio.Event()
+        self._tasks: RemoteTasks | None = None
 
     @property
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
+
+    @property
+    def tasks(self) -> RemoteTasks:
+        """The `callboard.agent.Tasks` operations on this server's tasks (one, cached)."""
+        if self._tasks is None:
+            self._tasks = RemoteTasks(self)
+        return self._tasks
 
     # -- the ops of PROTOCOL.md ----------------------------------------------------
 
