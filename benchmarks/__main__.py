@@ -1,0 +1,189 @@
+"""``python -m benchmarks [--quick] [--only NAME ...]``: run, print a table, write JSON.
+
+Each run of each scenario is a child process (``--run-one NAME``, which
+can also be run by hand, e.g. under a profiler). Runs go in rounds (every
+scenario once, then again), so that slow drift of the machine touches all
+scenarios alike and each ratio compares runs taken side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import Result, Scenario, Settings, _baseline, _core
+from ._report import (
+    MachineLoad,
+    Outcome,
+    busy_warning,
+    core_digest,
+    environment,
+    format_table,
+    git_state,
+    to_json,
+    write_json,
+)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+# On the repository's own disk: the data of every scenario and the baselines
+# it is compared with share one filesystem (the lead keeps it out of git).
+DEFAULT_TMP = HERE / ".tmp"
+
+# Scenario modules, each exporting SCENARIOS; a new module is one more entry.
+MODULES = [_baseline, _core]
+SCENARIOS = [scenario for module in MODULES for scenario in module.SCENARIOS]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes: under a minute")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="run the scenarios whose name contains NAME (and their baselines); repeatable",
+    )
+    parser.add_argument("--repeats", type=int, help="runs per scenario (default: its own)")
+    parser.add_argument(
+        "--tmpdir", type=Path, default=DEFAULT_TMP, help=f"where data goes (default {DEFAULT_TMP})"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the JSON file (default: results/latest.json for a full run of everything, "
+        "results/latest-quick.json for a quick one, results/partial.json for --only, "
+        "--repeats or a run where a scenario failed)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument(
+        "--run-one", metavar="NAME", help="one run of one scenario in this process; prints JSON"
+    )
+    return parser
+
+
+def _select(only: list[str] | None) -> list[Scenario]:
+    if not only:
+        return list(SCENARIOS)
+    by_name = {s.name: s for s in SCENARIOS}
+    wanted = {s.name for s in SCENARIOS if any(part in s.name for part in only)}
+    for name in list(wanted):
+        baseline = by_name[name].baseline
+        if baseline is not None:
+            wanted.add(baseline)
+    return [s for s in SCENARIOS if s.name in wanted]
+
+
+def _run_one(name: str, settings: Settings, tmpdir: Path) -> int:
+    scenario = next((s for s in SCENARIOS if s.name == name), None)
+    if scenario is None:
+        print(f"no scenario {name!r}; --list shows them", file=sys.stderr)
+        return 2
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmpdir))
+    try:
+        result = scenario.run(settings, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(result.to_json()))
+    return 0
+
+
+def _snapshot() -> Path:
+    """A copy of the code as it is now, which every run imports: edits made to
+    the work tree while the benchmarks run (others keep working) cannot mix
+    versions between runs or break a run half-way. (In the system's temporary
+    directory: a copy inside the repository would meet linters and test runs.)"""
+    code = Path(tempfile.mkdtemp(prefix="callboard-benchmarks-code-"))
+    ignore = shutil.ignore_patterns("__pycache__", ".tmp", "results")
+    for package in ("callboard", "benchmarks"):
+        shutil.copytree(ROOT / package, code / package, ignore=ignore)
+    return code
+
+
+def _child(name: str, settings: Settings, tmpdir: Path, code: Path) -> Result:
+    command = [sys.executable, "-m", "benchmarks", "--run-one", name, "--tmpdir", str(tmpdir)]
+    if settings.quick:
+        command.append("--quick")
+    # -m puts the working directory first on sys.path: the snapshot is what imports.
+    done = subprocess.run(command, cwd=code, stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit status {done.returncode} (its stderr is above)")
+    return Result.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings(quick=args.quick)
+    tmpdir = args.tmpdir.resolve()
+    if args.run_one:
+        return _run_one(args.run_one, settings, tmpdir)
+    scenarios = _select(args.only)
+    if args.list:
+        for scenario in scenarios:
+            print(f"{scenario.name}: {scenario.note}")
+        return 0
+    if not scenarios:
+        print("no scenario matches", file=sys.stderr)
+        return 2
+
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    load = MachineLoad()
+    git = git_state(ROOT)
+    code = _snapshot()
+    git["core_digest"] = core_digest(code)
+    try:
+        outcomes = _run_all(scenarios, settings, args.repeats, tmpdir, code)
+    finally:
+        shutil.rmtree(code, ignore_errors=True)
+    machine_load = load.stop()
+
+    ordered = list(outcomes.values())
+    print(format_table(ordered), flush=True)
+    warning = busy_warning(machine_load)
+    if warning:
+        print(f"\n{warning}")
+    failed = any(o.error is not None for o in ordered)
+    partial = bool(args.only or args.repeats or failed)
+    out = args.out or RESULTS / (
+        "partial.json" if partial else "latest-quick.json" if args.quick else "latest.json"
+    )
+    meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
+    write_json(out, to_json(ordered, meta))
+    print(f"\nwrote {out}")
+    return 1 if failed else 0
+
+
+def _run_all(
+    scenarios: list[Scenario], settings: Settings, repeats: int | None, tmpdir: Path, code: Path
+) -> dict[str, Outcome]:
+    outcomes = {s.name: Outcome(s) for s in scenarios}
+    planned = {s.name: repeats or s.runs(settings) for s in scenarios}
+    for round_ in range(max(planned.values())):
+        for scenario in scenarios:
+            outcome = outcomes[scenario.name]
+            if round_ >= planned[scenario.name] or outcome.error is not None:
+                continue
+            print(
+                f"[{round_ + 1}/{planned[scenario.name]}] {scenario.name} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            try:
+                result = _child(scenario.name, settings, tmpdir, code)
+            except Exception as exc:
+                outcome.error = f"{type(exc).__name__}: {exc}"
+                continue
+            outcome.runs.append(result)
+            print(f"    {result.ops_per_s:,.0f} {result.unit}/s", file=sys.stderr, flush=True)
+    return outcomes
+
+
+if __name__ == "__main__":
+    sys.exit(main())
