@@ -1,6 +1,6 @@
 """Shared by the session tests: the spec, fixtures, an event watcher and a killable child.
 
-The fixtures stay in each test module (``data``, ``workspace``, ``jobs_root``).
+The fixtures stay in each test module (``data``, ``workspace``).
 """
 
 from __future__ import annotations

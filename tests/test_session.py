@@ -27,7 +27,7 @@ from session_helpers import (
     slow_command,
     spec,
 )
-from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
+from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 
 import callboard
 from callboard.agent import CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_RUN_RESULT
@@ -44,14 +44,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-@pytest.fixture(autouse=True)
-def jobs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    root = tmp_path / JOBS_DIR
-    monkeypatch.setenv("CALLBOARD_JOBS_DIR", str(root))
-    return root
 
 
 async def test_a_prompt_runs_a_turn_that_writes_a_file_through_a_tool_and_answers(data, workspace):

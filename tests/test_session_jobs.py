@@ -234,65 +234,6 @@ async def test_a_job_started_by_one_session_cannot_be_seen_by_another(data, work
     ]
 
 
-async def test_two_jobs_finishing_together_start_one_reply(data, workspace, settings):
-    released, first_answer = held(text("both are running"))
-    script = [
-        tool_calls([
-            ("shell_run", {"command": WAIT_GO + "echo one", "background": True}),
-            ("shell_run", {"command": WAIT_GO + "echo two", "background": True}),
-        ]),
-        first_answer,
-        text("both finished"),
-    ]  # fmt: skip
-    with ScriptedModel(script) as model, trio.fail_after(30):
-        async with callboard.open_runtime(data, kinds=KINDS, settings=settings) as rt:
-            await rt.spawn("session", spec(model, workspace), name=NAME)
-            async with rt.subscribe(ADDRESS, after=0) as sub:
-                watch = Watch(sub)
-                await rt.send(ADDRESS, "prompt", "start both")
-                await model.wait_for_requests(2)
-                (workspace / "go").touch()
-                await watch.until("job.ended", 2)
-                released.set()
-                await watch.until("turn.completed", 2)
-                view = await rt.inspect(ADDRESS)
-    ids = sorted(view.state["jobs"])
-    assert sorted(e["job_id"] for e in watch.of("job.ended")) == ids
-    assert len(watch.of("turn.started")) == 2
-    assert len(model.requests) == 3
-    [event] = [m for m in model.requests[2]["messages"] if m["role"] == "user"][1:]
-    assert sorted(JOB_ID.findall(event["content"])) == ids
-    assert event["content"].count("[machine event]") == 2
-    assert view.state["machine_events"] == [] and view.state["active"] is None
-
-
-async def test_a_busy_session_gets_the_machine_event_in_its_running_turn(data, workspace, settings):
-    released, listing = held(tool_call("list_dir", {}))
-    script = [background(WAIT_GO + "echo ready"), listing, text("saw it finish")]
-    with ScriptedModel(script) as model, trio.fail_after(30):
-        async with callboard.open_runtime(data, kinds=KINDS, settings=settings) as rt:
-            await rt.spawn("session", spec(model, workspace), name=NAME)
-            async with rt.subscribe(ADDRESS, after=0) as sub:
-                watch = Watch(sub)
-                await rt.send(ADDRESS, "prompt", "start it and look around")
-                await model.wait_for_requests(2)
-                (workspace / "go").touch()
-                ended = await watch.until("job.ended")
-                released.set()
-                await watch.until("turn.completed")
-    job_id = ended.data["job_id"]
-    assert ended.data == {"job_id": job_id, "status": "exited 0", "delivery": "running turn"}
-    assert len(watch.of("turn.started")) == 1
-    assert len(model.requests) == 3
-    last = model.requests[2]["messages"]
-    assert [m["role"] for m in last[-3:]] == ["assistant", "tool", "user"]
-    assert last[-1]["content"].startswith(f"[machine event] background job {job_id} finished")
-    assert "[machine event]" not in str(model.requests[1]["messages"])
-    assert watch.of("machine_event.delivered") == [
-        {"turn_id": "turn-1", "prompt_id": "p1", "count": 1}
-    ]
-
-
 async def test_a_job_that_outlived_a_killed_runtime_reaches_its_owner_once_after_restart(
     data, workspace
 ):

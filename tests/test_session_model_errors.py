@@ -21,7 +21,7 @@ from session_helpers import (
     occurrences,
     spec,
 )
-from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
+from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 
 import callboard
 
@@ -36,14 +36,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-@pytest.fixture(autouse=True)
-def jobs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    root = tmp_path / JOBS_DIR
-    monkeypatch.setenv("CALLBOARD_JOBS_DIR", str(root))
-    return root
 
 
 async def test_a_401_fails_the_turn_with_a_clear_error_and_the_session_keeps_working(

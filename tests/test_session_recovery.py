@@ -23,7 +23,7 @@ from session_helpers import (
     slow_command,
     spec,
 )
-from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
+from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 
 import callboard
 from callboard.agent import INTERRUPTED_RESULT
@@ -40,14 +40,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-@pytest.fixture(autouse=True)
-def jobs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    root = tmp_path / JOBS_DIR
-    monkeypatch.setenv("CALLBOARD_JOBS_DIR", str(root))
-    return root
 
 
 async def test_an_approval_asked_before_a_restart_is_answered_after_it_and_runs_once(

@@ -20,7 +20,7 @@ import trio
 import trio.testing
 from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import pid_from, slow_command
-from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
+from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 from task_helpers import KINDS, MESSAGE, PROMPT, events_of, first_life, occurrences, spec
 
 import callboard
@@ -49,14 +49,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-@pytest.fixture(autouse=True)
-def jobs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    root = tmp_path / JOBS_DIR
-    monkeypatch.setenv("CALLBOARD_JOBS_DIR", str(root))
-    return root
 
 
 def write(content: str) -> Any:

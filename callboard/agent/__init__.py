@@ -7,8 +7,11 @@ General layout, bottom up:
   Shared by sessions and tasks.
 - ``_turn``: `drive_turn`, which runs a turn inside an actor's activity (model
   calls, tool calls, approvals), committing after every step.
-- ``_session``: the `Session` actor kind (``session``): a conversation and a
-  prompt queue driven by messages.
+- ``_job_tools``, ``_job_owner``: the background jobs a session or task owns
+  (its records, the job tools, machine events); ``_executor_spec``: where
+  their commands run (this machine, or another over ssh).
+- ``_session_spec``, ``_session``: the `Session` actor kind (``session``): a
+  conversation and a prompt queue driven by messages.
 - ``_task_spec``: what a task is made of: `RunSpec`, `TaskState`, the stored terminal.
 - ``_task``: the `Task` actor kind (``task``): an autonomous run from a
   `RunSpec` to a typed terminal, answering follow-up messages on the way.
@@ -61,6 +64,7 @@ from ._turn import MODEL_CALL_ATTEMPTS as MODEL_CALL_ATTEMPTS
 from ._turn import NO_MODEL_HELP as NO_MODEL_HELP
 from ._turn import AgentSettings as AgentSettings
 from ._turn import ConversationLog as ConversationLog
+from ._turn import ModelCallHook as ModelCallHook
 from ._turn import close_turn_records as close_turn_records
 from ._turn import drive_turn as drive_turn
 
@@ -81,6 +85,7 @@ __all__ = [
     "ConversationLog",
     "DeadlineExceeded",
     "Failed",
+    "ModelCallHook",
     "QueuedPrompt",
     "Refuse",
     "ReportInterrupted",

@@ -1,4 +1,4 @@
-"""What an owner of background jobs (a session) does with them, outside its handlers.
+"""What an owner of background jobs (a session or task) does with them, outside its handlers.
 
 Kept apart from ``_session`` so the session reads as its queue and turns:
 recording a job's end and queueing its machine event, handing waiting
@@ -15,6 +15,7 @@ from typing import Any
 import trio
 
 from ..actors import Context
+from ..jobs import executor_from
 from ..tools import owner_dir
 from ._job_tools import JobRecord, JobTools, describe_status, find_orphans, record_finished
 from ._journal import TurnJournal
@@ -24,11 +25,21 @@ __all__ = ["adopt_orphans", "job_tools_for", "record_job_end", "take_machine_eve
 
 
 def job_tools_for(
-    ctx: Context, jobs: dict[str, JobRecord], *, background_on_timeout: bool
+    ctx: Context,
+    jobs: dict[str, JobRecord],
+    *,
+    background_on_timeout: bool,
+    executor: dict[str, Any] | None = None,
 ) -> JobTools:
-    """The job tools of the owner at ``ctx``, its files under ``ctx.settings["jobs_dir"]``."""
+    """The job tools of the owner at ``ctx``, its files under ``ctx.settings["jobs_dir"]``
+    (on the executor's machine), its commands run by ``executor`` (``_executor_spec``)."""
     return JobTools(
-        ctx, jobs, Path(ctx.settings["jobs_dir"]), background_on_timeout=background_on_timeout
+        ctx,
+        jobs,
+        Path(ctx.settings["jobs_dir"]),
+        background_on_timeout=background_on_timeout,
+        executor=executor_from(executor),
+        executor_description=executor,
     )
 
 
@@ -49,7 +60,7 @@ def record_job_end(
     """
     job_id = body.get("job_id")
     if not isinstance(job_id, str) or job_id not in jobs or sender not in (None, f"job/{job_id}"):
-        return f"job {job_id!r} is not a job of this session"
+        return f"job {job_id!r} is not a job of {ctx.address}"
     record = record_finished(jobs, job_id, body)
     text = body.get("text")
     delivery: str | None = None
@@ -66,8 +77,8 @@ def take_machine_events(
 ) -> list[dict[str, Any]]:
     """Move the waiting machine events into ``turn``'s conversation as one user message.
 
-    For the model call about to start (`EventClient.before_call`), so the
-    items are also what to add to its request.
+    The owner's ``before_model_call`` hook (`drive_turn`): returns the items
+    it appended, which the next model call reads.
     """
     if turn is None or not machine_events:
         return []

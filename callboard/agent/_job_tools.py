@@ -1,14 +1,13 @@
-"""A session's background jobs: the records it keeps and the tools its model calls.
+"""A session's (or task's) background jobs: the records it keeps and the tools its model calls.
 
-A session owns the jobs it starts. Their records live in the session's own
+A session or task owns the jobs it starts. Their records live in the owner's own
 state (`JobRecord`, keyed by job id), so ownership is a lookup in the
 owner's state and nothing else: another session does not have the record,
 so it cannot read, list or stop the job, even by id.
 
-`JobTools` is the session's handle for one running turn. The turn's tool
-runner (``_tools.run_tool``) finds it through `CURRENT_JOBS`, a context
-variable the session sets in its runner task, and so reaches the session's
-context without a change to the turn driver:
+`JobTools` is the owner's handle for its running turns: the owner hands it
+to `drive_turn`, which passes it to the tool runner (``_tools.run_tool``)
+with every call:
 
 - ``adopt`` records a job that ``shell_run`` put in the background and sends
   ``watch`` to its ``job/ID`` actor. Both land in the commit that records
@@ -28,7 +27,6 @@ runs on, detached, so the session adopts them when it starts again.
 from __future__ import annotations
 
 from collections.abc import Container
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +34,12 @@ import attrs
 
 from ..actors import Context
 from ..errors import ToolError
-from ..tools import STOP_GRACE, JobFiles, JobHandle, LocalExecutor, read_job_output
+from ..tools import STOP_GRACE, Executor, JobFiles, JobHandle, LocalExecutor, read_job_output
 from ..tools import process_start_time as _process_start_time
 from ..tools import validate_job_id as _validate_job_id
 from ..tools._wrapper import parse_pid
 
 __all__ = [
-    "CURRENT_JOBS",
     "JOB_OUTPUT_CAP",
     "JOB_TOOL_NAMES",
     "JobRecord",
@@ -102,14 +99,17 @@ class JobTools:
     """The job tools of one owner, bound to its context and its records.
 
     ``jobs`` is the dict in the owner's state; changes to it are committed
-    with the tool result that caused them.
+    with the tool result that caused them. ``executor`` runs the owner's
+    commands (this machine, or another over ssh); ``executor_description``
+    is what the ``job`` actor rebuilds it from (None for this machine).
     """
 
     ctx: Context
     jobs: dict[str, JobRecord]
     jobs_root: Path
     background_on_timeout: bool = True
-    executor: LocalExecutor = attrs.Factory(LocalExecutor)
+    executor: Executor = attrs.Factory(LocalExecutor)
+    executor_description: dict[str, Any] | None = None
 
     def adopt(self, job: JobHandle) -> None:
         """Record ``job`` as this owner's and ask a ``job`` actor to watch it."""
@@ -124,6 +124,7 @@ class JobTools:
         watch = {
             "job_id": job.job_id, "command": job.command, "owner": self.ctx.address,
             "pid": job.pid, "start_time": job.start_time, "directory": str(job.files.directory),
+            "executor": self.executor_description,
         }  # fmt: skip
         self.ctx.send(f"job/{job.job_id}", "watch", watch, key=f"watch:{job.job_id}")
 
@@ -146,8 +147,9 @@ class JobTools:
         job_id = _validate_job_id(job_id)
         record = self.jobs.get(job_id)
         if record is None:
+            kind = self.ctx.address.split("/", 1)[0]  # session, task
             raise ToolError(
-                f"there is no job {job_id!r} among this session's jobs (a session sees only "
+                f"there is no job {job_id!r} among this {kind}'s jobs (a {kind} sees only "
                 "the jobs it started); job_list shows them"
             )
         return job_id, record
@@ -209,10 +211,6 @@ class JobTools:
         finished = [k for k, r in self.jobs.items() if r.status != "running"]
         for job_id in finished[: max(0, len(finished) - _JOBS_KEPT)]:
             del self.jobs[job_id]
-
-
-CURRENT_JOBS: ContextVar[JobTools | None] = ContextVar("callboard_current_jobs", default=None)
-"""The job tools of the owner whose turn runs in this task (None outside a turn)."""
 
 
 def record_finished(jobs: dict[str, JobRecord], job_id: str, body: dict[str, Any]) -> JobRecord:

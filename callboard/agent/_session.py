@@ -13,7 +13,9 @@ state (``_job_tools``). A job's ``job.finished`` is a *machine event*: it
 waits in ``machine_events`` until a model call takes it. An idle session
 starts a turn for it (every event waiting then goes into that one turn, so
 two jobs finishing at once start one reply); a busy one hands it to the
-running turn at its next model call (``_event_client``).
+running turn at its next model call (the ``before_model_call`` hook of
+`drive_turn`), or, when the model has just answered with text, continues
+that turn with them instead of ending it.
 
 Recorded before announced, for free: every event goes through the commit
 that holds the change it announces. So a dequeued prompt is recorded as the
@@ -28,70 +30,25 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import trio
 
 from ..actors import Actor, Context
 from ..errors import ModelError
+from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
-from ._event_client import EventClient
 from ._job_owner import adopt_orphans, job_tools_for, record_job_end, take_machine_events
-from ._job_tools import CURRENT_JOBS, JobRecord, JobTools
+from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
+from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "QueuedPrompt", "Session", "SessionSpec", "SessionState"]
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a coding agent working in a workspace directory. Use the tools to read, "
-    "write, edit and list files there. Answer briefly once the work is done."
-)
-
 _CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
-
-
-# The validators raise TypeError, not ValueError, only because the store's
-# structure_error (cattrs' default formatter) words a ValueError as "invalid
-# value" and drops its message, while it keeps a TypeError's.
-
-
-def _check_workspace(instance: SessionSpec, attribute: Any, value: Any) -> None:
-    if not isinstance(value, str) or not value or not os.path.isabs(value):
-        raise TypeError(f"'workspace' must be an absolute path to a directory, got {value!r}")
-
-
-def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
-    if value is not None:
-        try:
-            ApprovalPolicy.from_json(value)
-        except ValueError as exc:
-            raise TypeError(f"'approvals': {exc}") from None
-
-
-@attrs.frozen
-class SessionSpec:
-    """How a session is spawned (JSON over the gateway).
-
-    ``model`` and ``base_url`` default, at each turn, to the runtime's settings
-    ``model`` and ``model_url``, else ``$CALLBOARD_MODEL`` and
-    ``$CALLBOARD_MODEL_URL``. ``background_on_timeout``: a command still running
-    at its timeout goes on as a background job (true) or is stopped (false).
-    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`);
-    None means `DEFAULT_APPROVAL_POLICY`.
-    ``on_restart`` says what happens to a turn cut off by a crash: ``continue``
-    it, or report it as ``turn.interrupted`` and pause the queue.
-    """
-
-    workspace: str = attrs.field(validator=_check_workspace)
-    model: str | None = None
-    base_url: str | None = None
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    approvals: Any = attrs.field(default=None, validator=_check_approvals)
-    on_restart: Literal["continue", "interrupt"] = "continue"
-    background_on_timeout: bool = True
 
 
 @attrs.define
@@ -249,7 +206,10 @@ class Session(Actor):
 
     def _job_tools(self, ctx: Context) -> JobTools:
         return job_tools_for(
-            ctx, self.state.jobs, background_on_timeout=self.spec.background_on_timeout
+            ctx,
+            self.state.jobs,
+            background_on_timeout=self.spec.background_on_timeout,
+            executor=self.spec.executor,
         )
 
     # -- the running turn ------------------------------------------------------------
@@ -296,12 +256,7 @@ class Session(Actor):
         ctx.start_activity(self._run, ctx, name="turns")
 
     async def _run(self, ctx: Context) -> None:
-        client = EventClient(
-            before_call=lambda: take_machine_events(
-                ctx, self.state.machine_events, self.state.active, self._chat
-            )
-        )
-        CURRENT_JOBS.set(self._job_tools(ctx))
+        client = ChatClient()
         try:
             while True:
                 turn = self.state.active
@@ -336,13 +291,17 @@ class Session(Actor):
             ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": len(events)})
         ctx.emit("turn.started", _turn_event(turn, prompt=turn.prompt))
 
-    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: EventClient) -> None:
+    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+        def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
+            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
                 answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval
-                )
+                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
+                    jobs=self._job_tools(ctx), before_model_call=take_events,
+                )  # fmt: skip
             except ModelError as exc:
                 if self.state.active is turn:
                     self.state.active = None

@@ -16,6 +16,13 @@ and a tool that ran is not run again); after a clean close the turn that
 committed nothing is asked once more. The deadline is a durable timer set in
 the first commit; a task whose deadline passed while no runtime ran settles
 in ``on_start``, before the runner could call the model.
+
+Background jobs work as in a session (``_job_owner``): ``shell_run`` can put
+a command in the background (asked, or at its timeout), the job tools are
+the task's own, and a job's end is a machine event, taken by the running
+turn or, when the task is idle, by a turn of its own. A task with a job
+still running does not settle when its turn ends: it waits for the job's
+machine event, and its result is the answer of the turn that took it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ._job_owner import adopt_orphans, job_tools_for, record_job_end, take_machine_events
+from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn, record_approval
 from ._task_spec import (
     CONVERSATION_LOG,
@@ -45,9 +54,18 @@ from ._task_spec import (
 )
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
-__all__ = ["Task"]
+__all__ = ["Task", "TaskJobsState"]
 
 _CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
+
+
+@attrs.define
+class TaskJobsState(TaskState):
+    """A task's snapshot (`TaskState`), plus its background jobs and the machine
+    events no model call has taken yet."""
+
+    jobs: dict[str, JobRecord] = attrs.Factory(dict)
+    machine_events: list[str] = attrs.Factory(list)
 
 
 class Task(Actor):
@@ -55,14 +73,15 @@ class Task(Actor):
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
-    "approved"}``), ``deadline`` (the task's own timer). After the task
-    settled, a message is answered with ``message.rejected``.
+    "approved"}``), ``deadline`` (the task's own timer), and ``job.finished``
+    from one of its jobs. After the task settled, a message is answered with
+    ``message.rejected``.
     """
 
     kind = "task"
-    state_type = TaskState
+    state_type = TaskJobsState
     spec_type = RunSpec
-    state: TaskState
+    state: TaskJobsState
     spec: RunSpec
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
@@ -93,6 +112,7 @@ class Task(Actor):
             return
         elif state.active is not None:
             ctx.emit("turn.resumed", _turn_event(state.active))
+        await adopt_orphans(ctx, self._job_tools(ctx))
         self._wake(ctx)
 
     async def on_stop(self, ctx: Context) -> None:
@@ -124,6 +144,14 @@ class Task(Actor):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             self._approve(ctx, message, body.get("call_id"), body.get("approved", True))
+        elif message.type == "job.finished":
+            refused = record_job_end(
+                ctx, self.state.jobs, self.state.machine_events,
+                busy=self.state.active is not None, sender=message.sender, body=body,
+            )  # fmt: skip
+            if refused is not None:
+                _reject(ctx, message, refused)
+            self._wake(ctx)
         else:
             _reject(ctx, message, f"a task does not handle {message.type!r} messages")
 
@@ -133,7 +161,8 @@ class Task(Actor):
         """End the task in the next commit: the terminal, its event and the final status.
 
         A running turn is cancelled where it stands (the model stream closes, a
-        running tool stops) and its open calls answered, as a session's cancel does.
+        running tool stops) and its open calls answered, as a session's cancel does;
+        the task's running jobs are told to stop.
         """
         state = self.state
         if state.terminal is not None:
@@ -147,6 +176,11 @@ class Task(Actor):
         for entry in state.messages:
             if entry.status in ("queued", "running"):
                 entry.status, entry.text = "unanswered", ""
+        for job_id, record in state.jobs.items():
+            if record.status == "running" and not record.stop_requested:
+                # Nothing will read its result: stop it (and expect no machine event).
+                record.stop_requested = True
+                ctx.send(f"job/{job_id}", "stop", key=f"stop:{job_id}")
         if state.deadline_at is not None:
             ctx.cancel_timer("deadline")  # a due timer would wake a settled task for nothing
         state.terminal = outcome
@@ -192,7 +226,10 @@ class Task(Actor):
             while self.state.terminal is None:
                 turn = self.state.active
                 if turn is None:
-                    self._start_next(ctx)  # or settle, when nothing is left to answer
+                    # Start a turn, or settle when nothing is left to answer, or
+                    # wait (the runner ends) for a running job's machine event.
+                    if not self._start_next(ctx):
+                        return
                     await ctx.checkpoint()
                     continue
                 await self._run_turn(ctx, turn, client)
@@ -201,18 +238,26 @@ class Task(Actor):
             with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
                 await client.aclose()
 
-    def _start_next(self, ctx: Context) -> None:
+    def _start_next(self, ctx: Context) -> bool:
+        """Start the next turn (the prompt, a message, the machine events) or settle;
+        False, changing nothing, while only a running job is left to wait for."""
         state = self.state
+        entry = next((m for m in state.messages if m.status == "queued"), None)
+        count = 0  # machine events the turn takes
         if not state.asked:
             state.asked = True
             prompt, prompt_id = self.spec.prompt, PROMPT_ID
-        else:
-            entry = next((m for m in state.messages if m.status == "queued"), None)
-            if entry is None:
-                self._settle(ctx, TaskOutcome("succeeded", result=state.answer or ""))
-                return
+        elif entry is not None:
             prompt, prompt_id = entry.text, entry.id
             entry.status, entry.text = "running", ""  # from here on, the log holds it
+        elif state.machine_events:
+            prompt, prompt_id = "\n\n".join(state.machine_events), ""
+            count, state.machine_events = len(state.machine_events), []
+        elif any(r.status == "running" for r in state.jobs.values()):
+            return False
+        else:
+            self._settle(ctx, TaskOutcome("succeeded", result=state.answer or ""))
+            return True
         state.turns += 1
         turn, items = begin_turn(
             f"turn-{state.turns}",
@@ -222,16 +267,23 @@ class Task(Actor):
         )
         self._chat.append(ctx, items)
         state.active = turn
+        if not prompt_id:
+            ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": count})
         ctx.emit("turn.started", {**_turn_event(turn), "prompt": prompt})
+        return True
 
     async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+        def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
+            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+
         answer, failure = "", None
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
                 answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval
-                )
+                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
+                    jobs=self._job_tools(ctx), before_model_call=take_events,
+                )  # fmt: skip
             except ModelError as exc:
                 failure = exc
             finally:
@@ -255,6 +307,11 @@ class Task(Actor):
         self._start_next(ctx)
         await ctx.checkpoint()
 
+    def _job_tools(self, ctx: Context) -> JobTools:
+        return job_tools_for(
+            ctx, self.state.jobs, background_on_timeout=True, executor=self.spec.executor
+        )
+
     def _settings(self, ctx: Context) -> AgentSettings:
         spec, settings = self.spec, ctx.settings
         return AgentSettings(
@@ -266,6 +323,7 @@ class Task(Actor):
             model=spec.model or settings.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
             system_prompt=spec.system_prompt,
             policy=ApprovalPolicy(default=spec.approve),
+            jobs_root=Path(settings["jobs_dir"]),
         )
 
 

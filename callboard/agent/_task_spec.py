@@ -13,6 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ..tools import APPROVALS, Approval
+from ._executor_spec import check_executor
 from ._journal import TurnJournal
 
 __all__ = [
@@ -99,7 +100,9 @@ class RunSpec:
     `timedelta` or seconds, kept as seconds) runs from the task's first start.
     ``approve`` is the policy for every tool call: ``always`` runs it, ``ask``
     emits ``approval.requested`` and waits (durably) for an ``approve``
-    message, ``never`` refuses it and tells the model so.
+    message, ``never`` refuses it and tells the model so. ``executor`` says
+    where ``shell_run`` and the task's jobs run (``_executor_spec``): None on
+    this machine, ``{"ssh": {"host": ...}}`` on another.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -111,6 +114,7 @@ class RunSpec:
     approve: Approval = attrs.field(default="ask", validator=_check_approve)
     workspace: str | None = attrs.field(default=None, validator=_check_workspace)
     system_prompt: str = DEFAULT_TASK_SYSTEM_PROMPT
+    executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
 
 
 @attrs.define

@@ -7,17 +7,16 @@ Cancelling a call stops it: the file tools finish their one atomic step
 first (they run in a thread that is not abandoned), ``shell_run`` stops the
 command's whole process group unless it was handed over as a job.
 
-Background jobs need an owner that keeps them: the session's runner sets
-`CURRENT_JOBS` (``_job_tools``), and ``shell_run`` then puts a command in the
-background when asked, or when it outlives its timeout (unless the owner
-turned that off). Without an owner, ``shell_run`` waits for its command and
-stops it at its timeout, and the job tools answer that there are no jobs.
+Background jobs need an owner that keeps them: a session or task passes its
+`JobTools` (``_job_tools``) as ``jobs``, and ``shell_run`` then runs through
+the owner's executor and puts a command in the background when asked, or
+when it outlives its timeout (unless the owner turned that off). Without an
+owner, ``shell_run`` runs on this machine, waits for its command and stops
+it at its timeout, and the job tools answer that there are no jobs.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -27,14 +26,13 @@ from ..errors import ToolError
 from ..tools import FILE_TOOL_NAMES, Workspace, parse_arguments, run_file_tool
 from ..tools._executor import LocalExecutor
 from ..tools._shell import shell_run
-from ._job_tools import CURRENT_JOBS, JOB_TOOL_NAMES, JobTools
+from ._job_tools import JOB_TOOL_NAMES, JobTools
 
 __all__ = [
     "SESSION_TOOLS",
     "SHELL_OUTPUT_CAP",
     "SHELL_TIMEOUT",
     "SHELL_TIMEOUT_MAX",
-    "default_jobs_root",
     "run_tool",
 ]
 
@@ -53,15 +51,6 @@ SHELL_OUTPUT_CAP = 32 * 1024
 ToolStatus = Literal["ok", "error"]
 
 
-def default_jobs_root() -> Path:
-    """Where job files go outside a runtime: ``$CALLBOARD_JOBS_DIR``, else a per-user
-    temporary directory. Actors use ``ctx.settings["jobs_dir"]`` instead."""
-    configured = os.environ.get("CALLBOARD_JOBS_DIR")
-    if configured:
-        return Path(configured).absolute()
-    return Path(tempfile.gettempdir()) / f"callboard-jobs-{os.getuid()}"
-
-
 async def run_tool(
     name: str,
     arguments: str,
@@ -70,13 +59,14 @@ async def run_tool(
     offered: tuple[str, ...],
     owner: str,
     jobs_root: Path,
+    jobs: JobTools | None = None,
 ) -> tuple[str, ToolStatus]:
     """Run the call ``name(arguments)``; return what the model reads and ``ok`` or ``error``.
 
+    ``jobs`` are the owner's job tools (None: no background jobs here).
     Not cancel-atomic: cancelled, a file tool completes and a command is
     stopped, and nothing is returned.
     """
-    jobs = CURRENT_JOBS.get()
     try:
         if name not in offered:
             raise ToolError(

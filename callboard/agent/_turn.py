@@ -13,6 +13,16 @@ Cancellation is the caller's: it runs `drive_turn` inside a
 committed stays, and the handler records the end of the turn with
 `close_turn_records`. A runtime that shuts down cancels the activity the
 same way and records nothing: the next activation takes the turn up again.
+
+The owner takes part through two explicit arguments: ``jobs`` (its
+`JobTools`, handed to every tool call) and ``before_model_call``, a hook
+that may append messages to the conversation (machine events: a background
+job finished) right before the model is asked. The start of a model call is
+the one moment that is always a step boundary (between an assistant message
+with tool calls and its tool results nothing may stand). The hook is also
+called when the model answers with text: if it appends anything, the turn
+is not over, the model is asked again with it, and one reply covers every
+event that arrived while the turn ran.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from ..actors import Context
 from ..errors import ModelError
 from ..llm import AssistantReply, ChatClient
 from ..tools import ApprovalPolicy, tool_schemas
+from ._job_tools import JobTools
 from ._journal import (
     CANCELLED_RESULT,
     INTERRUPTED_RESULT,
@@ -46,13 +57,14 @@ from ._journal import (
     record_result,
     record_started,
 )
-from ._tools import SESSION_TOOLS, default_jobs_root, run_tool
+from ._tools import SESSION_TOOLS, run_tool
 
 __all__ = [
     "MODEL_CALL_ATTEMPTS",
     "NO_MODEL_HELP",
     "AgentSettings",
     "ConversationLog",
+    "ModelCallHook",
     "close_turn_records",
     "drive_turn",
 ]
@@ -69,12 +81,17 @@ that may pass (each attempt has the client's own retries before the answer begin
 
 _LOG_PAGE = 1000
 
+ModelCallHook = Callable[[TurnJournal], list[dict[str, Any]]]
+"""Called right before a turn asks the model (and when the model answered with
+text); returns the conversation items it appended, if any."""
+
 
 @attrs.frozen
 class AgentSettings:
     """What a turn needs besides its journal: the model, the tools and their policy.
 
-    ``jobs_root`` is where ``shell_run`` keeps a running command's files.
+    ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
+    actor's ``ctx.settings["jobs_dir"]``.
     """
 
     workspace: Path
@@ -82,8 +99,8 @@ class AgentSettings:
     model: str | None
     system_prompt: str
     policy: ApprovalPolicy
+    jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
-    jobs_root: Path = attrs.Factory(default_jobs_root)
 
 
 @attrs.define(eq=False)
@@ -125,6 +142,9 @@ async def drive_turn(
     chat: ConversationLog,
     client: ChatClient,
     wait_approval: Callable[[], Awaitable[None]],
+    *,
+    jobs: JobTools | None = None,
+    before_model_call: ModelCallHook | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -132,7 +152,9 @@ async def drive_turn(
     final answer is recorded in the journal and the log (and announced as
     ``assistant.message``) but not committed, so that the caller ends the turn
     in the same commit. ``wait_approval`` returns once an ``approve`` message
-    may have answered a pending call.
+    may have answered a pending call. ``jobs`` go to every tool call;
+    ``before_model_call`` is the owner's hook (module docstring): what it
+    appends after a text answer continues the turn.
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
@@ -143,11 +165,17 @@ async def drive_turn(
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
+            if before_model_call is not None:
+                before_model_call(turn)  # committed with the model's answer
             reply = await _ask_model(ctx, turn, settings, chat, client)
             chat.append(ctx, record_reply(turn, reply.content, reply.tool_calls))
             ctx.emit("assistant.message", _assistant_event(turn, reply))
             if turn.phase == "answered":
-                return turn.answer or ""
+                # Synchronous up to the caller's end of the turn: an event that
+                # arrives later finds the turn over and starts its own.
+                if before_model_call is None or not before_model_call(turn):
+                    return turn.answer or ""
+                _reopen(turn)
         elif isinstance(step, RunTool):
             call = step.call
             record_started(turn, call.id)
@@ -160,6 +188,7 @@ async def drive_turn(
                 offered=settings.tools,
                 owner=ctx.address,
                 jobs_root=settings.jobs_root,
+                jobs=jobs,
             )
             _record(ctx, turn, chat, call, result, status)
         elif isinstance(step, Refuse):
@@ -192,6 +221,12 @@ def close_turn_records(
     for call_id, name in open_calls:
         if call_id in started:
             ctx.emit("tool.finished", _finished_event(turn, call_id, name, result, "interrupted"))
+
+
+def _reopen(turn: TurnJournal) -> None:
+    """The model answered with text, and messages came after it: ask it again."""
+    turn.phase = "model"
+    turn.answer = None
 
 
 def _record(

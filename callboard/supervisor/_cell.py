@@ -8,6 +8,7 @@ message, stops the actor as failed, or escalates, by the kind's policy).
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 import trio
 
 from ..actors import Actor, Context, Effects
-from ..errors import CrashReason, Escalation, StateError
+from ..errors import CrashReason, Escalation, StateError, StoreUnavailable
 from ..mailbox import Event, Message
 from ..store import (
     ActorRecord,
@@ -31,6 +32,8 @@ from ..store import (
 )
 
 __all__ = ["ActorCell", "CellServices"]
+
+log = logging.getLogger("callboard.supervisor")
 
 
 class CellServices(Protocol):
@@ -199,7 +202,17 @@ class ActorCell:
                     await self._live(restarted)
                     return
                 except Exception as exc:
-                    if not await self._crashed(_unwrap(exc)):
+                    try:
+                        restart = await self._crashed(_unwrap(exc))
+                    except StoreUnavailable as refused:
+                        # Not even the crash could be recorded: the store refuses
+                        # writes. The last commit stands; try again after a pause
+                        # rather than take the whole runtime down.
+                        log.warning("%s: cannot record its crash (%s)", self.address, refused)
+                        self.effects, self._pending_dead_letter = Effects(), None
+                        await trio.sleep(self.kind.supervision.backoff_max)
+                        restart = True
+                    if not restart:
                         return
                     restarted = True
                     self.fill()
