@@ -49,6 +49,7 @@ async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactl
                 await rt.wait_handled(address, view.cursor + view.mailbox)
                 applied[address] = (await rt.inspect(address)).state["seen"]
 
+            assert rt.dead_letters() == [], "a message was set aside instead of applied"
             everything = [msg_id for seen in applied.values() for msg_id in seen]
             assert len(everything) == len(set(everything)), "a message was applied twice"
             for sender, numbers in acked.items():

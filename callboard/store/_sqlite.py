@@ -107,6 +107,7 @@ class SqliteStore:
         clock: Callable[[], float] = time.time,
         max_batch: int = 2048,
         queue_size: int = 16384,
+        max_cached_actors: int = 10_000,
     ) -> None:
         self.directory = directory
         self._clock = clock
@@ -118,6 +119,9 @@ class SqliteStore:
         self._operations = 0
         self._largest = 0
         self._commit_seconds = 0.0
+        # The writer's counters and deferred rows: this store's alone, and
+        # used only by its writer, one batch at a time.
+        self._state = ops.WriterState(max_cached_actors)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -174,6 +178,8 @@ class SqliteStore:
         """
         conn = self._writer
         assert conn is not None
+        state = self._state
+        state.trim()
         now = self._clock()
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
@@ -185,13 +191,20 @@ class SqliteStore:
         try:
             for op in batch:
                 op.result = op.fn(conn, now)
+            # The rows the batch deferred, and each actor's counters, once.
+            state.flush(conn)
         except BaseException:
+            state.forget()
             conn.execute("ROLLBACK")
             await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:
             await trio.to_thread.run_sync(conn.execute, "COMMIT")
-        except sqlite3.Error as exc:
+        except BaseException as exc:
+            # Whatever became of the transaction, the table is the truth now.
+            state.forget()
+            if not isinstance(exc, sqlite3.Error):
+                raise
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             for op in batch:
@@ -214,14 +227,17 @@ class SqliteStore:
         operation alone if one of them fails, so one bad write sinks no other."""
         conn = self._writer
         assert conn is not None
+        state = self._state
         conn.execute("PRAGMA busy_timeout=5000")
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 for op in batch:
                     op.result = op.fn(conn, now)
+                state.flush(conn)
                 conn.execute("COMMIT")
             except BaseException:
+                state.forget()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 for op in batch:
@@ -230,13 +246,15 @@ class SqliteStore:
         finally:
             conn.execute("PRAGMA busy_timeout=0")
 
-    @staticmethod
-    def _run_alone(conn: sqlite3.Connection, op: _Op, now: float) -> None:
+    def _run_alone(self, conn: sqlite3.Connection, op: _Op, now: float) -> None:
+        state = self._state
         try:
             conn.execute("BEGIN IMMEDIATE")
             op.result = op.fn(conn, now)
+            state.flush(conn)
             conn.execute("COMMIT")
         except BaseException as exc:
+            state.forget()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
@@ -272,22 +290,29 @@ class SqliteStore:
     # -- writes --------------------------------------------------------------
 
     async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
-        return await self._submit(lambda conn, now: [ops.enqueue(conn, i, now) for i in items])
+        state = self._state
+        return await self._submit(
+            lambda conn, now: [ops.enqueue(conn, state, i, now) for i in items]
+        )
 
     async def commit(self, c: Commit) -> CommitResult:
-        return await self._submit(lambda conn, now: ops.commit(conn, c, now))
+        state = self._state
+        return await self._submit(lambda conn, now: ops.commit(conn, state, c, now))
 
     async def mark_attempts(self, address: str, first: int, last: int) -> None:
-        await self._submit(lambda conn, now: ops.mark_attempts(conn, address, first, last))
+        state = self._state
+        await self._submit(lambda conn, now: ops.mark_attempts(conn, state, address, first, last))
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
         return await self._submit(lambda conn, now: ops.spawn(conn, address, kind, spec, now))
 
     async def fire_timers(self) -> list[StoredAck | Exception]:
-        return await self._submit(ops.fire_timers)
+        state = self._state
+        return await self._submit(lambda conn, now: ops.fire_timers(conn, state, now))
 
     async def requeue(self, dead_letter_id: int) -> StoredAck | Exception:
-        return await self._submit(lambda conn, now: ops.requeue(conn, dead_letter_id, now))
+        state = self._state
+        return await self._submit(lambda conn, now: ops.requeue(conn, state, dead_letter_id, now))
 
     async def prune_keys(self, older_than: float) -> int:
         return await self._submit(lambda conn, now: ops.prune_keys(conn, now - older_than))
@@ -392,6 +417,7 @@ async def open_sqlite_store(
     clock: Callable[[], float] = time.time,
     max_batch: int = 2048,
     queue_size: int = 16384,
+    max_cached_actors: int = 10_000,
 ) -> AsyncIterator[SqliteStore]:
     """Lock the data directory, open the database and run the writer until exit.
 
@@ -401,7 +427,13 @@ async def open_sqlite_store(
     path.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
     lock = DirectoryLock(path)
     lock.acquire()
-    store = SqliteStore(path, clock=clock, max_batch=max_batch, queue_size=queue_size)
+    store = SqliteStore(
+        path,
+        clock=clock,
+        max_batch=max_batch,
+        queue_size=queue_size,
+        max_cached_actors=max_cached_actors,
+    )
     try:
         store._open_files()
         async with trio.open_nursery() as nursery:
