@@ -188,7 +188,9 @@ def _filesystem(path: Path) -> dict[str, str]:
                     best = (mount, device, fstype)
     except OSError:
         pass
-    return {"path": target, "mount": best[0], "device": best[1], "type": best[2]}
+    # The mount and its type say what the disk is; the absolute path would only
+    # name this machine's checkout.
+    return {"mount": best[0], "device": best[1], "type": best[2]}
 
 
 # The core whose figures these are; changes elsewhere (agents, gateway) do not count.
