@@ -108,12 +108,17 @@ async def _round_trips(url: str, clients: int, per_client: int, *, gateway: bool
     )
 
 
-async def _with_gateway(workdir: Path, body: Any) -> Any:
+# Fan-out measures delivery, not lag handling (the gateway tests cover that):
+# the buffers hold a whole run's events so that no subscriber is cut off.
+_ROOMY = GatewayConfig(port=0, send_queue=8192, send_queue_bytes=64 << 20, subscriber_buffer=8192)
+
+
+async def _with_gateway(workdir: Path, body: Any, gateway: GatewayConfig | None = None) -> Any:
     config = callboard.RuntimeConfig(passivate_after=3600.0)
     async with callboard.open_runtime(
         workdir / "data", kinds=[Sink, Emitter], config=config, builtin_kinds=False
     ) as rt, trio.open_nursery() as nursery:  # fmt: skip
-        url = await nursery.start(serve_gateway, rt, GatewayConfig(port=0))
+        url = await nursery.start(serve_gateway, rt, gateway or GatewayConfig(port=0))
         try:
             return await body(rt, url)
         finally:
@@ -258,7 +263,7 @@ def broadcast_100(settings: Settings, workdir: Path) -> Result:
 
 def fanout_100(settings: Settings, workdir: Path) -> Result:
     n = _bursts(settings)
-    return trio.run(_with_gateway, workdir, lambda rt, url: _fanout(rt, url, n))
+    return trio.run(_with_gateway, workdir, lambda rt, url: _fanout(rt, url, n), _ROOMY)
 
 
 SCENARIOS = [
