@@ -132,6 +132,8 @@ class CpuClock:
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
+        # For comparing with times another process took (one clock for all).
+        self.started_monotonic = time.monotonic()
         self._process = time.process_time()
         self._thread = time.thread_time()
 

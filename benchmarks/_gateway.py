@@ -8,14 +8,17 @@
   to one subscriber. The baseline is a bare trio-websocket server that sends
   the same number of frames of the same size to 100 connections.
 
-Server and clients share one process and one trio loop in every scenario,
-the baselines included, so the comparison is like for like.
+The clients are another process (``_ws_load``, on the ``websockets``
+library), the same for the gateway and its baseline, so the server being
+measured has its process to itself, as it would with real clients.
+``server_cpu_us_per_op`` is what the server's process spent per op.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,6 @@ from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
     WebSocketRequest,
-    open_websocket_url,
     serve_websocket,
 )
 
@@ -32,6 +34,8 @@ import callboard
 from callboard.gateway import GatewayConfig, serve_gateway
 
 from . import CpuClock, Result, Scenario, Settings, percentile
+
+_ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = ["SCENARIOS"]
 
@@ -67,44 +71,91 @@ async def _echo(request: WebSocketRequest) -> None:
         pass
 
 
-async def _hello(ws: WebSocketConnection) -> None:
-    await ws.send_message(json.dumps({"op": "hello", "id": "h", "protocol": 1}))
-    reply = json.loads(await ws.get_message())
-    if reply.get("op") != "welcome":
-        raise RuntimeError(f"no welcome: {reply}")
+class _Load:
+    """The clients: ``python -m benchmarks._ws_load`` as a child process.
+
+    ``ready`` returns once its connections are open; ``result`` waits for it
+    to finish and returns the JSON it printed. Its stderr is ours, so a
+    failing client says why.
+    """
+
+    def __init__(self, *argv: str) -> None:
+        self._argv = [sys.executable, "-m", "benchmarks._ws_load", *argv]
+        self._process: trio.Process | None = None
+        self._buffer = b""
+
+    async def __aenter__(self) -> _Load:
+        self._process = await trio.lowlevel.open_process(
+            self._argv, stdout=subprocess.PIPE, cwd=_ROOT
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._process is not None
+        with trio.CancelScope(shield=True):
+            if self._process.returncode is None:
+                self._process.kill()
+            await self._process.wait()
+
+    async def _line(self) -> bytes:
+        assert self._process is not None and self._process.stdout is not None
+        while b"\n" not in self._buffer:
+            chunk = await self._process.stdout.receive_some()
+            if not chunk:
+                code = await self._process.wait()
+                raise RuntimeError(f"the client process ended (exit {code}) before it finished")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    async def ready(self) -> None:
+        line = await self._line()
+        if line != b"ready":
+            raise RuntimeError(f"the client process said {line!r}, not ready")
+
+    async def result(self) -> dict[str, Any]:
+        result = json.loads(await self._line())
+        assert self._process is not None
+        if await self._process.wait() != 0:
+            raise RuntimeError(f"the client process failed (exit {self._process.returncode})")
+        return result
+
+
+def _client_cpu(result: dict[str, Any], ops: int) -> dict[str, float]:
+    return {
+        "client_cpu_s": round(result["client_cpu_s"], 4),
+        "client_cpu_us_per_op": round(result["client_cpu_s"] / ops * 1e6, 1),
+    }
+
+
+def _server_cpu(timing: dict[str, float], ops: int) -> float:
+    cpu = timing["cpu_main_thread_s"] + timing["cpu_other_threads_s"]
+    return round(cpu / ops * 1e6, 1)
 
 
 async def _round_trips(url: str, clients: int, per_client: int, *, gateway: bool) -> Result:
-    latencies: list[float] = []
-
-    async def client(n: int) -> None:
-        async with open_websocket_url(url) as ws:
-            if gateway:
-                await _hello(ws)
-            now = time.perf_counter
-            for i in range(per_client):
-                frame = json.dumps(
-                    {"op": "send", "id": str(i), "to": f"sink/c{n}", "type": "t", "body": {"i": i}}
-                )
-                started = now()
-                await ws.send_message(frame)
-                reply = await ws.get_message()
-                latencies.append(now() - started)
-                if gateway and '"ok"' not in reply:
-                    raise RuntimeError(f"not acknowledged: {reply}")
-
-    clock = CpuClock()
-    async with trio.open_nursery() as nursery:
-        for n in range(clients):
-            nursery.start_soon(client, n)
-    timing = clock.stop()
+    argv = ["round-trips", url, "--clients", str(clients), "--per-client", str(per_client)]
+    async with _Load(*argv, *(["--gateway"] if gateway else [])) as load:
+        await load.ready()
+        clock = CpuClock()
+        result = await load.result()
+        timing = clock.stop()
     total = clients * per_client
+    seconds = result["ended"] - result["started"]
+    latencies = result["latencies"]
     return Result(
-        ops_per_s=total / timing["seconds"],
+        ops_per_s=total / seconds,
         p50_ms=percentile(latencies, 50) * 1e3,
         p99_ms=percentile(latencies, 99) * 1e3,
         unit="round trips" if not gateway else "acked sends",
-        details={"clients": clients, "requests": total, **timing},
+        details={
+            "clients": clients,
+            "requests": total,
+            **timing,
+            "seconds": round(seconds, 4),
+            "server_cpu_us_per_op": _server_cpu(timing, total),
+            **_client_cpu(result, total),
+        },
     )
 
 
@@ -164,46 +215,37 @@ def gateway_32(settings: Settings, workdir: Path) -> Result:
 
 async def _fanout(rt: callboard.Runtime, url: str, bursts: int) -> Result:
     expected = bursts * _BURST
-    subscribed = trio.Semaphore(0)
-    done_at: list[float] = []
-
-    async def subscriber() -> None:
-        async with open_websocket_url(url, message_queue_size=4096) as ws:
-            await _hello(ws)
-            await ws.send_message(json.dumps({"op": "subscribe", "id": "s", "actor": "emitter/e"}))
-            seen = 0
-            while True:
-                frame = json.loads(await ws.get_message())
-                if frame["op"] == "ok":
-                    subscribed.release()
-                elif frame["op"] == "event" and frame["type"] == "tick":
-                    seen += 1
-                    if seen == expected:
-                        done_at.append(time.perf_counter())
-                        return
-                elif frame["op"] == "lagged":
-                    raise RuntimeError(
-                        "a subscriber lagged; the figure would not be a delivery rate"
-                    )
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(_SUBSCRIBERS):
-            nursery.start_soon(subscriber)
-        for _ in range(_SUBSCRIBERS):
-            await subscribed.acquire()
+    argv = ["listen", url, "--clients", str(_SUBSCRIBERS), "--expected", str(expected)]
+    async with _Load(*argv, "--gateway", "--actor", "emitter/e") as load:
+        await load.ready()
         clock = CpuClock()
         for _ in range(bursts):
             ack = await rt.send("emitter/e", "burst", {"n": _BURST})
             await rt.wait_handled("emitter/e", ack.seq)
-    timing = clock.stop()
-    seconds = max(done_at) - clock.started
-    deliveries = expected * _SUBSCRIBERS
+        result = await load.result()
+        timing = clock.stop()
+    return _deliveries(result, clock, timing, expected, unit="event deliveries")
+
+
+def _deliveries(
+    result: dict[str, Any], clock: CpuClock, timing: dict[str, float], frames: int, *, unit: str
+) -> Result:
+    # The clock started in this process; the client says when its last frame came.
+    seconds = result["ended"] - clock.started_monotonic
+    deliveries = frames * _SUBSCRIBERS
     return Result(
         ops_per_s=deliveries / seconds,
-        unit="event deliveries",
-        details={"subscribers": _SUBSCRIBERS, "events": expected, "deliveries": deliveries,
-                 "seconds": round(seconds, 4), **timing},
-    )  # fmt: skip
+        unit=unit,
+        details={
+            "subscribers": _SUBSCRIBERS,
+            "frames": frames,
+            "deliveries": deliveries,
+            **timing,
+            "seconds": round(seconds, 4),
+            "server_cpu_us_per_op": _server_cpu(timing, deliveries),
+            **_client_cpu(result, deliveries),
+        },
+    )
 
 
 async def _broadcast(bursts: int) -> Result:
@@ -214,7 +256,6 @@ async def _broadcast(bursts: int) -> Result:
     )  # fmt: skip
     connections: list[WebSocketConnection] = []
     ready = trio.Event()
-    done_at: list[float] = []
 
     async def handler(request: WebSocketRequest) -> None:
         ws = await request.accept()
@@ -226,31 +267,21 @@ async def _broadcast(bursts: int) -> Result:
         except ConnectionClosed:
             pass
 
-    async def client(url: str) -> None:
-        async with open_websocket_url(url, message_queue_size=4096) as ws:
-            for _ in range(expected):
-                await ws.get_message()
-            done_at.append(time.perf_counter())
-
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve_websocket, handler, "127.0.0.1", 0, None)
         url = f"ws://127.0.0.1:{server.port}/"
-        async with trio.open_nursery() as clients:
-            for _ in range(_SUBSCRIBERS):
-                clients.start_soon(client, url)
+        argv = ["listen", url, "--clients", str(_SUBSCRIBERS), "--expected", str(expected)]
+        async with _Load(*argv) as load:
+            await load.ready()
             await ready.wait()
             clock = CpuClock()
             for _ in range(expected):
                 for ws in connections:
                     await ws.send_message(frame)
+            result = await load.result()
+            timing = clock.stop()
         nursery.cancel_scope.cancel()
-    seconds = max(done_at) - clock.started
-    deliveries = expected * _SUBSCRIBERS
-    return Result(
-        ops_per_s=deliveries / seconds,
-        unit="frame deliveries",
-        details={"subscribers": _SUBSCRIBERS, "frames": expected, "seconds": round(seconds, 4)},
-    )
+    return _deliveries(result, clock, timing, expected, unit="frame deliveries")
 
 
 def _bursts(settings: Settings) -> int:
