@@ -265,3 +265,26 @@ async def test_the_url_and_token_come_from_the_environment(tmp_path):
     assert (good.returncode, lines(good.stdout)) == (0, ["no actors"])
     assert (bad.returncode, bad.stdout) == (1, b"")
     assert lines(bad.stderr)[0].startswith("callboard: wrong or missing token")
+
+
+async def test_ctrl_c_during_a_one_shot_command_exits_130_without_a_traceback(tmp_path):
+    # A server that takes the connection and never answers the handshake:
+    # the command is then surely inside its work when the signal comes.
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    with trio.fail_after(30):
+        cmd = [*CALLBOARD, "ping", "--url", f"ws://127.0.0.1:{port}/"]
+        proc = await trio.lowlevel.open_process(
+            cmd, cwd=REPO, env=subprocess_env(), stderr=subprocess.PIPE
+        )
+        try:
+            async with await listener.accept() as stream:
+                assert b"Upgrade" in await stream.receive_some()
+                proc.send_signal(signal.SIGINT)
+                code = await proc.wait()
+            assert proc.stderr is not None
+            stderr = await proc.stderr.receive_some()
+        finally:
+            proc.kill()
+            await listener.aclose()
+    assert (code, stderr) == (130, b"")

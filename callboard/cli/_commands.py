@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -29,6 +30,7 @@ import trio
 from .. import __version__
 from ..client import DEFAULT_URL, Backoff, ConnectionFailed, connect
 from ..errors import CallboardError
+from ._serve import EXIT_INTERRUPTED
 from ._verbs import VERBS, Output, Verb
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "add_common", "add_parsers"]
@@ -72,14 +74,49 @@ def run_command(verb: Verb, args: argparse.Namespace) -> int:
     """Run one verb to its end and turn its outcome into an exit code."""
     logging.basicConfig(level=logging.WARNING, format="callboard: %(message)s")
     out = Output(write=_print_line, json=args.json)
+    interrupted = EXIT_OK if verb.name == "tail" else EXIT_INTERRUPTED
     try:
-        return trio.run(_run, verb, args, out)
-    except KeyboardInterrupt:
-        return EXIT_OK if verb.name == "tail" else 130
-    except BrokenPipeError:
-        # The reader went away (``callboard tail x | head``): that is an end, not an error.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return trio.run(_interruptible, verb, args, out, interrupted)
+    except BaseException as exc:
+        # Raised inside a nursery, these come out of trio.run in a group.
+        leaves = _leaves(exc)
+        if all(isinstance(e, KeyboardInterrupt) for e in leaves):
+            return interrupted  # a Ctrl-C before the signal handler was in place
+        if any(isinstance(e, BrokenPipeError) for e in leaves):
+            # The reader went away (``callboard tail x | head``): an end, not an error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+        raise
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+async def _interruptible(
+    verb: Verb, args: argparse.Namespace, out: Output, interrupted: int
+) -> int:
+    """Ctrl-C cancels the command and ends it with ``interrupted`` (``tail``: 0).
+
+    A signal handler rather than KeyboardInterrupt: trio raises that wherever
+    the main task happens to be, inside a nursery or not, so the exit code
+    would depend on timing.
+    """
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_on_sigint() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(cancel_on_sigint)
+            code = await _run(verb, args, out)
+            nursery.cancel_scope.cancel()
+            return code
+    return interrupted
 
 
 async def _run(verb: Verb, args: argparse.Namespace, out: Output) -> int:
