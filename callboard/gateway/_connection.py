@@ -270,7 +270,11 @@ class Connection:
             message = f"this connection is over its limit of {limit}; retry later"
             await self.outbox.put(f.encode_error(request.id, "rate_limited", message))
         else:
-            await self._slots.acquire()
+            try:
+                # No yield when a slot is free: get_message, next, yields anyway.
+                self._slots.acquire_nowait()
+            except trio.WouldBlock:
+                await self._slots.acquire()
             if self._inflight == 0:
                 self._settled = trio.Event()
             self._inflight += 1
