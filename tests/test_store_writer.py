@@ -268,3 +268,121 @@ async def test_each_store_keeps_its_own_bounded_counters(tmp_path):
                 # Trimmed between batches: never more than the bound and one batch.
                 assert len(one._state.heads) <= 4 + 1
             assert [store.actor("a0").mailbox_head for store in (one, two)] == [3, 3]
+
+
+def actor_row(store: SqliteStore, address: str) -> tuple[Any, ...]:
+    a = store.actor(address)
+    assert a is not None
+    return (a.state, a.state_version, a.cursor, a.busy, a.mailbox_head, a.event_head)
+
+
+async def test_two_commits_of_one_actor_in_one_batch_merge_with_the_later_winning(tmp_path):
+    with trio.fail_after(20):
+        async with open_sqlite_store(tmp_path) as store:
+            await store.spawn("a", "k", b"{}")
+            for _ in range(3):
+                await send(store, "a")
+            results = await one_batch(
+                store,
+                tmp_path,
+                lambda: store.commit(
+                    Commit("a", state=b"1", state_version=1, cursor=3, events=(event(),), busy=True)
+                ),
+                lambda: send(store, "a"),
+                # An older cursor does not move it back; no busy leaves it as it is.
+                lambda: store.commit(Commit("a", state=b"2", cursor=2, events=(event(),))),
+                lambda: store.commit(Commit("a", state_version=2, busy=False)),
+            )
+            assert [seq for seq, _ in results[0].events] == [1]
+            assert results[1] == StoredAck("a", 4, False)
+            assert [seq for seq, _ in results[2].events] == [2]
+            assert actor_row(store, "a") == (b"2", 2, 3, False, 4, 2)
+            assert mailbox_seqs(store, "a") == [4]
+            assert event_seqs(store, "a") == [1, 2]
+
+
+async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_path):
+    with trio.fail_after(20):
+        async with open_sqlite_store(tmp_path) as store:
+            for address in ("a", "b"):
+                await store.spawn(address, "k", b"{}")
+                await send(store, address)
+                await send(store, address)
+            results = await one_batch(
+                store,
+                tmp_path,
+                lambda: store.commit(Commit("a", state=b"1", cursor=1, busy=True)),
+                lambda: store.commit(Commit("b", state=b"1", cursor=2, busy=True)),
+                lambda: store.commit(
+                    Commit(
+                        "a", cursor=2, events=(event(),), status="stopped", final=True, busy=False
+                    )
+                ),
+                lambda: store.commit(Commit("b", state=b"2", status="stopped", final=True)),
+                lambda: send(store, "a"),
+            )
+            assert [seq for seq, _ in results[2].events] == [1]
+            assert isinstance(results[4], ActorStopped)
+            assert actor_row(store, "a") == (b"1", 0, 2, False, 2, 1)
+            assert actor_row(store, "b") == (b"2", 0, 2, True, 2, 0)
+            assert [(r.status, r.final) for r in store.actors()] == [("stopped", True)] * 2
+            assert mailbox_seqs(store, "a") == []
+            assert mailbox_seqs(store, "b") == []
+
+
+async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(tmp_path):
+    with trio.fail_after(20):
+        async with open_sqlite_store(tmp_path) as store:
+            await store.spawn("a", "k", b"{}")
+            await send(store, "a")
+            await one_batch(
+                store,
+                tmp_path,
+                lambda: store.commit(Commit("a", state=b"1", busy=True)),
+                lambda: store.commit(Commit("a", restarts=1, last_error=b'{"e": 1}', busy=False)),
+                lambda: store.commit(Commit("a", cursor=1)),
+            )
+            a = store.actor("a")
+            assert a is not None
+            assert (a.state, a.cursor, a.busy, a.restarts, a.last_error) == (
+                b"1",
+                1,
+                False,
+                1,
+                b'{"e": 1}',
+            )
+
+
+async def test_a_failed_batch_drops_the_steps_it_deferred(tmp_path):
+    with trio.fail_after(20):
+        async with open_sqlite_store(tmp_path) as store:
+            await store.spawn("a", "k", b"{}")
+            await send(store, "a")
+            await store.commit(Commit("a", state=b"1", busy=False))
+            conn = sqlite3.connect(tmp_path / "callboard.sqlite3", isolation_level=None)
+            for table in ("events", "logs"):
+                conn.execute(
+                    f"CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} "
+                    f"WHEN NEW.{'type' if table == 'events' else 'log'} = 'poison' "
+                    "BEGIN SELECT RAISE(ABORT, 'the disk refused the write'); END"
+                )
+            conn.close()
+            results = await one_batch(
+                store,
+                tmp_path,
+                # Fails after its step was deferred: at once (logs), or at the flush (events).
+                lambda: store.commit(
+                    Commit("a", state=b"lost", cursor=1, busy=True, appends=(("poison", b"x"),))
+                ),
+                lambda: store.commit(Commit("a", events=(event(),))),
+                lambda: store.commit(
+                    Commit("a", state=b"lost", cursor=1, busy=True, events=(event("poison"),))
+                ),
+                lambda: store.commit(Commit("a", events=(event(),))),
+            )
+            assert isinstance(results[0], StoreUnavailable)
+            assert [seq for seq, _ in results[1].events] == [1]
+            assert isinstance(results[2], StoreUnavailable)
+            assert [seq for seq, _ in results[3].events] == [2]
+            assert actor_row(store, "a") == (b"1", 0, 0, False, 1, 2)
+            assert not store._state.steps

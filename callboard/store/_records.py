@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import attrs
 
+# The records a write is made of (``Enqueue`` .. ``CommitResult``) are built
+# for every message: plain slotted classes, cheaper to build than frozen ones.
+# Nothing hashes them, and nothing changes them once built (the writer may
+# run an operation a second time, after a rollback, from the same record).
+
 __all__ = [
     "ActorRecord",
     "Commit",
@@ -22,7 +27,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.define
 class Enqueue:
     """One message to append to an actor's mailbox.
 
@@ -38,21 +43,21 @@ class Enqueue:
     create_kind: str | None = None
 
 
-@attrs.frozen
+@attrs.define
 class StoredAck:
     address: str
     seq: int
     duplicate: bool
 
 
-@attrs.frozen
+@attrs.define
 class NewEvent:
     type: str
     data: bytes
     at: float
 
 
-@attrs.frozen
+@attrs.define
 class NewTimer:
     due: float
     type: str
@@ -60,7 +65,7 @@ class NewTimer:
     key: str | None = None
 
 
-@attrs.frozen
+@attrs.define
 class Commit:
     """Everything one step of one actor changes, made durable all at once.
 
@@ -85,7 +90,7 @@ class Commit:
     dead_letter: tuple[int, bytes] | None = None
 
 
-@attrs.frozen
+@attrs.define
 class CommitResult:
     events: tuple[tuple[int, NewEvent], ...]
     acks: tuple[StoredAck | Exception, ...]

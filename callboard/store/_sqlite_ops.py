@@ -1,15 +1,18 @@
-"""The SQLite statements behind each store operation, run on the writer thread.
+"""The SQLite statements behind each store operation, run by the store's writer.
 
 Each function takes an open connection inside a transaction and does one
 logical operation; the writer batches many of them into one COMMIT (one
-fsync). Nothing here awaits: these run in a worker thread. The store's
+fsync). Nothing here awaits: the writer runs these on the trio thread, or
+in a worker thread on its slow path (see ``SqliteStore._write``). The store's
 ``WriterState`` carries the actors' counters across operations and batches,
-and the rows each batch defers to its end (written by ``flush``).
+and the rows and actor columns each batch defers to its end (written by
+``flush``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import orjson
 
@@ -97,6 +100,13 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 SCHEMA_VERSION = "1"
 
+# What ``flush`` writes for an actor with deferred steps (see ``WriterState``).
+_STEP_UPDATE = (
+    "UPDATE actors SET state = COALESCE(?, state), state_version = COALESCE(?, state_version), "
+    "cursor = MAX(cursor, ?), busy = COALESCE(?, busy), mailbox_head = ?, event_head = ? "
+    "WHERE address = ?"
+)
+
 
 class WriterState:
     """What the writer keeps across the operations of a batch, and across batches.
@@ -112,6 +122,14 @@ class WriterState:
       table does not hold yet; ``flush`` writes them once per actor per
       batch, before COMMIT. Every dirty address is in ``heads``, so an
       address missing from ``heads`` has its true counters in the table.
+    - ``steps``: address -> ``[state, state_version, cursor, busy]`` that
+      the batch's ordinary commits (see ``commit``) set and the table does
+      not hold yet, merged in the batch's order (``None``: unchanged; the
+      cursor a MAX, 0 for unchanged). ``flush`` writes them with the
+      counters, one UPDATE per actor per batch. Every address in ``steps``
+      is in ``heads``. No writer statement reads these columns; an
+      operation that writes other columns of such an actor writes its
+      steps first (``flush_actor``), so the table sees the batch's order.
     - The ``mailbox`` INSERTs, ``events`` INSERTs and ``mailbox`` DELETEs of
       the batch, deferred to one ``executemany`` each in ``flush``.
 
@@ -128,12 +146,14 @@ class WriterState:
         "inserted_from",
         "mailbox_rows",
         "max_heads",
+        "steps",
     )
 
     def __init__(self, max_heads: int = 10_000) -> None:
         self.max_heads = max_heads
         self.heads: dict[str, tuple[int, int]] = {}
         self.dirty: set[str] = set()
+        self.steps: dict[str, list[Any]] = {}
         self.mailbox_rows: list[tuple[object, ...]] = []
         self.event_rows: list[tuple[object, ...]] = []
         self.deletes: list[tuple[str, int]] = []
@@ -150,13 +170,14 @@ class WriterState:
 
     def trim(self) -> None:
         """Between batches (nothing deferred): keep ``heads`` bounded."""
-        if self.dirty or self.mailbox_rows or self.event_rows or self.deletes:
+        if self.dirty or self.steps or self.mailbox_rows or self.event_rows or self.deletes:
             # A batch left something unwritten: never trust the cache then.
             self.forget()
         elif len(self.heads) > self.max_heads:
             self.heads.clear()
 
     def _clear_deferred(self) -> None:
+        self.steps.clear()
         self.mailbox_rows.clear()
         self.event_rows.clear()
         self.deletes.clear()
@@ -165,8 +186,14 @@ class WriterState:
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Write what the batch deferred; before COMMIT, or before a read that needs it."""
+        heads = self.heads
+        steps = self.steps
+        if steps:
+            conn.executemany(_STEP_UPDATE, [(*step, *heads[a], a) for a, step in steps.items()])
+            if self.dirty:
+                self.dirty.difference_update(steps)
+            steps.clear()
         if self.dirty:
-            heads = self.heads
             conn.executemany(
                 "UPDATE actors SET mailbox_head = ?, event_head = ? WHERE address = ?",
                 [(*heads[address], address) for address in self.dirty],
@@ -199,13 +226,21 @@ class WriterState:
         construction: an actor reads, marks and dead-letters only messages it
         was handed, and it is handed a message only after the batch that stored
         it committed (and it deletes only up to a cursor it handled). Nothing
-        in the writer reads ``events``. The rare reads that could still see a
+        in the writer reads ``events``, nor the ``actors`` columns that
+        ``steps`` defers. The rare reads that could still see a
         deferred row (a dead letter or a mark for a message stored or deleted
         earlier in the same batch) flush first instead of relying on that.
         """
         start = self.inserted_from.get(address)
         if (start is not None and start <= last) or self.deleted_to.get(address, 0) >= first:
             self.flush(conn)
+
+    def flush_actor(self, conn: sqlite3.Connection, address: str) -> None:
+        """Write ``address``'s deferred steps and counters now, before a statement
+        that writes its other columns (so the later commit's values win)."""
+        step = self.steps.pop(address)
+        conn.execute(_STEP_UPDATE, (*step, *self.heads[address], address))
+        self.dirty.discard(address)
 
     def counters(self, conn: sqlite3.Connection, address: str) -> tuple[int, int] | None:
         """The live counters of an actor that takes messages; None if it is missing or final."""
@@ -275,37 +310,10 @@ def _missing_or_final(conn: sqlite3.Connection, item: Enqueue, now: float) -> Ex
 def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> CommitResult:
     """Apply one actor step: snapshot, cursor, events, sends, timers, logs, status."""
     address = c.address
-    sets: list[str] = []
-    args: list[object] = []
-    if c.state is not None:
-        sets.append("state = ?")
-        args.append(c.state)
-    if c.state_version is not None:
-        sets.append("state_version = ?")
-        args.append(c.state_version)
-    if c.cursor is not None:
-        sets.append("cursor = MAX(cursor, ?)")
-        args.append(c.cursor)
-    if c.status is not None:
-        sets.append("status = ?")
-        args.append(c.status)
-    if c.final is not None:
-        sets.append("final = ?")
-        args.append(int(c.final))
-    if c.busy is not None:
-        sets.append("busy = ?")
-        args.append(int(c.busy))
-    if c.restarts:
-        sets.append("restarts = restarts + ?")
-        args.append(c.restarts)
-    if c.last_error is not None:
-        sets.append("last_error = ?")
-        args.append(c.last_error)
-    elif c.clear_error:
-        sets.append("last_error = NULL")
     entry = w.heads.get(address)
     cached = entry is not None
     if entry is None:
+        # None of these columns is one that ``WriterState.steps`` defers.
         row = conn.execute(
             "SELECT mailbox_head, event_head, final FROM actors WHERE address = ?", (address,)
         ).fetchone()
@@ -320,26 +328,42 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
     mailbox_head, event_head = entry
     first = event_head + 1
     event_head += len(c.events)
-    if c.final:
-        # Going final: write the counters with this UPDATE and forget the
-        # actor, so a later send reads ``final`` from the table and is refused.
-        if c.events or address in w.dirty:
-            sets.append("mailbox_head = ?")
-            args.append(mailbox_head)
-            sets.append("event_head = ?")
-            args.append(event_head)
-        w.dirty.discard(address)
-        w.heads.pop(address, None)
-    elif c.events:
-        if cached:
+    if (
+        cached
+        and c.status is None
+        and c.final is None
+        and not c.restarts
+        and c.last_error is None
+        and not c.clear_error
+        and c.dead_letter is None
+    ):
+        # The ordinary step of a live actor: deferred to ``WriterState.flush``,
+        # merged with its counters and its other steps of the batch.
+        if c.events:
             w.heads[address] = (mailbox_head, event_head)
             w.dirty.add(address)
-        else:
-            # A final actor (not cached) still records its own events.
-            sets.append("event_head = ?")
-            args.append(event_head)
-    if sets:
-        conn.execute(f"UPDATE actors SET {', '.join(sets)} WHERE address = ?", (*args, address))
+        busy = None if c.busy is None else int(c.busy)
+        step = w.steps.get(address)
+        if step is not None:
+            if c.state is not None:
+                step[0] = c.state
+            if c.state_version is not None:
+                step[1] = c.state_version
+            if c.cursor is not None and c.cursor > step[2]:
+                step[2] = c.cursor
+            if busy is not None:
+                step[3] = busy
+        elif (
+            c.state is not None
+            or c.state_version is not None
+            or c.cursor is not None
+            or busy is not None
+        ):
+            w.steps[address] = [c.state, c.state_version, c.cursor or 0, busy]
+    else:
+        if address in w.steps:
+            w.flush_actor(conn, address)
+        _update_actor(conn, w, c, address, cached, mailbox_head, event_head)
     events: tuple[tuple[int, NewEvent], ...] = tuple(
         (first + offset, event) for offset, event in enumerate(c.events)
     )
@@ -379,6 +403,67 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
         )
     acks = tuple(_send_or_dead_letter(conn, w, item, now) for item in c.sends)
     return CommitResult(events=events, acks=acks, timers_added=len(c.timers))
+
+
+def _update_actor(
+    conn: sqlite3.Connection,
+    w: WriterState,
+    c: Commit,
+    address: str,
+    cached: bool,
+    mailbox_head: int,
+    event_head: int,
+) -> None:
+    # The rarer commits (a status, a crash, a dead letter, an actor that is
+    # or goes final): one UPDATE, in the batch's order.
+    sets: list[str] = []
+    args: list[object] = []
+    if c.state is not None:
+        sets.append("state = ?")
+        args.append(c.state)
+    if c.state_version is not None:
+        sets.append("state_version = ?")
+        args.append(c.state_version)
+    if c.cursor is not None:
+        sets.append("cursor = MAX(cursor, ?)")
+        args.append(c.cursor)
+    if c.status is not None:
+        sets.append("status = ?")
+        args.append(c.status)
+    if c.final is not None:
+        sets.append("final = ?")
+        args.append(int(c.final))
+    if c.busy is not None:
+        sets.append("busy = ?")
+        args.append(int(c.busy))
+    if c.restarts:
+        sets.append("restarts = restarts + ?")
+        args.append(c.restarts)
+    if c.last_error is not None:
+        sets.append("last_error = ?")
+        args.append(c.last_error)
+    elif c.clear_error:
+        sets.append("last_error = NULL")
+    if c.final:
+        # Going final: write the counters with this UPDATE and forget the
+        # actor, so a later send reads ``final`` from the table and is refused.
+        if c.events or address in w.dirty:
+            sets.append("mailbox_head = ?")
+            args.append(mailbox_head)
+            sets.append("event_head = ?")
+            args.append(event_head)
+        w.dirty.discard(address)
+        w.heads.pop(address, None)
+    elif c.events:
+        if cached:
+            w.heads[address] = (mailbox_head, event_head)
+            w.dirty.add(address)
+        else:
+            # A final actor (not cached) still records its own events.
+            sets.append("event_head = ?")
+            args.append(event_head)
+    if sets:
+        conn.execute(f"UPDATE actors SET {', '.join(sets)} WHERE address = ?", (*args, address))
 
 
 def _send_or_dead_letter(conn: sqlite3.Connection, w: WriterState, item: Enqueue, now: float):
