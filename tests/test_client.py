@@ -88,6 +88,22 @@ async def test_list_gives_every_actor_and_filters_by_kind_and_status(tmp_path):
     assert stopped == [info("box/b2", "stopped", 0, 0)]
 
 
+async def test_list_reads_every_page_of_a_list_longer_than_the_servers_limit(tmp_path):
+    config = GatewayConfig(port=0, list_limit=2)
+    with trio.fail_after(10):
+        async with serving(tmp_path, config=config) as server, connect(server.url) as client:
+            for n in range(5):
+                await client.spawn("box", name=f"b{n}")
+            await client.stop("box/b3")
+            boxes = await client.list(kind="box")
+            stopped = await client.list(kind="box", status="stopped")
+    assert [(a.actor, a.status) for a in boxes] == [
+        ("box/b0", "active"), ("box/b1", "active"), ("box/b2", "active"),
+        ("box/b3", "stopped"), ("box/b4", "active"),
+    ]  # fmt: skip
+    assert [a.actor for a in stopped] == ["box/b3"]
+
+
 async def test_inspect_returns_the_committed_state_and_its_bookkeeping(tmp_path):
     with trio.fail_after(10):
         async with serving(tmp_path) as server, connect(server.url) as client:

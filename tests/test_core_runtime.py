@@ -224,3 +224,56 @@ async def test_no_event_is_announced_before_its_commit_is_durable(tmp_path):
     assert while_held == ["actor.started"]
     assert view.cursor == 0 and view.state == {}
     assert seen == ["actor.started", "passed"]
+
+
+@pytest.mark.parametrize("inbox_limit", [1, 3, 64])
+async def test_many_senders_to_one_actor_are_handled_once_each_in_mailbox_order(
+    tmp_path, inbox_limit
+):
+    # Acks wake their senders in any order, so messages reach the actor's
+    # inbox out of order; it must still handle them by seq, each once.
+    config = callboard.RuntimeConfig(inbox_limit=inbox_limit)
+    seq_of: dict[str, int] = {}
+    with trio.fail_after(60):
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], config=config) as rt:
+
+            async def sender(s: int) -> None:
+                for j in range(10):
+                    ident = f"s{s}-{j}"
+                    seq_of[ident] = (await rt.send("counter/hot", "add", {"id": ident})).seq
+
+            async with trio.open_nursery() as nursery:
+                for s in range(32):
+                    nursery.start_soon(sender, s)
+            await rt.wait_handled("counter/hot", 320)
+            seen = (await rt.inspect("counter/hot")).state["seen"]
+    assert seen == sorted(seq_of, key=seq_of.__getitem__)
+    assert sorted(seq_of.values()) == list(range(1, 321))
+
+
+async def test_list_reads_every_page_and_filters_stored_and_active_statuses(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=[Greeter, Counter]) as rt:
+            for n in range(7):
+                await rt.spawn("greeter", {"greeting": "hi"}, f"g{n}")
+            await rt.stop("greeter/g2")
+            await rt.stop("greeter/g5")
+            first, after = await rt.list_page("greeter", limit=3)
+            second, after_second = await rt.list_page("greeter", after=after, limit=3)
+            active, after_active = await rt.list_page("greeter", "active", limit=4)
+            stopped, after_stopped = await rt.list_page("greeter", "stopped", limit=1)
+            everyone = await rt.list("greeter")
+            with pytest.raises(callboard.BadRequest, match="limit >= 1, got 0"):
+                await rt.list_page(limit=0)
+    assert [i.actor for i in first] == ["greeter/g0", "greeter/g1", "greeter/g2"]
+    assert (after, after_second) == ("greeter/g2", "greeter/g5")
+    assert [(i.actor, i.status) for i in second] == [
+        ("greeter/g3", "active"), ("greeter/g4", "active"), ("greeter/g5", "stopped"),
+    ]  # fmt: skip
+    assert ([i.actor for i in active], after_active) == (
+        ["greeter/g0", "greeter/g1", "greeter/g3", "greeter/g4"], "greeter/g4"
+    )  # fmt: skip
+    assert ([i.actor for i in stopped], after_stopped) == (["greeter/g2"], "greeter/g2")
+    assert [i.status for i in everyone] == ["active"] * 2 + ["stopped"] + ["active"] * 2 + [
+        "stopped", "active"
+    ]  # fmt: skip

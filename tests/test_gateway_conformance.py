@@ -300,6 +300,25 @@ async def test_list_reports_every_actor_and_filters_by_kind_and_status(served):
     assert [r["actor"] for r in stopped["actors"]] == ["keeper/k2"]
 
 
+async def test_a_list_longer_than_list_limit_comes_in_pages_joined_by_next(tmp_path):
+    config = GatewayConfig(port=0, list_limit=2)
+    with trio.fail_after(10):
+        async with open_gateway(tmp_path / "data", config) as (rt, gateway):
+            for name in ("k1", "k2", "k3", "k4", "k5"):
+                await rt.spawn("keeper", {}, name)
+            async with connect(gateway.url) as client:
+                first = await client.ok("list", kind="keeper")
+                second = await client.ok("list", kind="keeper", after=first["next"])
+                last = await client.ok("list", kind="keeper", after=second["next"])
+                one = await client.ok("list", kind="keeper", limit=1)
+                capped = await client.ok("list", kind="keeper", limit=50)
+    names = [[r["actor"] for r in page["actors"]] for page in (first, second, last)]
+    assert names == [["keeper/k1", "keeper/k2"], ["keeper/k3", "keeper/k4"], ["keeper/k5"]]
+    assert (first["next"], second["next"], "next" in last) == ("keeper/k2", "keeper/k4", False)
+    assert ([r["actor"] for r in one["actors"]], one["next"]) == (["keeper/k1"], "keeper/k1")
+    assert (len(capped["actors"]), capped["next"]) == (2, "keeper/k2")
+
+
 async def test_inspect_reports_the_committed_state_and_its_bookkeeping(served):
     rt, gateway = served
     with trio.fail_after(5):

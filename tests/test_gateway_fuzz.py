@@ -45,7 +45,7 @@ TYPED = {
     "spawn": {"kind": str, "name": str},
     "subscribe": {"actor": str, "after": int},
     "unsubscribe": {"sub": str},
-    "list": {"kind": str, "status": str},
+    "list": {"kind": str, "status": str, "after": str, "limit": int},
     "inspect": {"actor": str},
     "stop": {"actor": str},
 }

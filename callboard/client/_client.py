@@ -156,10 +156,22 @@ class Client:
             stream.close()
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
-        """Every actor (of ``kind``, with ``status``) with its mailbox size and restarts."""
-        fields = {k: v for k, v in (("kind", kind), ("status", status)) if v is not None}
-        reply = await self._request("list", fields)
-        return [info_from_frame(row) for row in field(reply, "actors", list)]
+        """Every actor (of ``kind``, with ``status``) with its mailbox size and restarts.
+
+        A long list comes in pages (the server's ``list_limit``); this asks
+        for each in turn and returns them all.
+        """
+        fields: dict[str, Any] = {
+            k: v for k, v in (("kind", kind), ("status", status)) if v is not None
+        }
+        actors: list[ActorInfo] = []
+        while True:
+            reply = await self._request("list", fields)
+            actors.extend(info_from_frame(row) for row in field(reply, "actors", list))
+            after = reply.get("next")
+            if not isinstance(after, str):
+                return actors
+            fields["after"] = after
 
     async def inspect(self, address: str) -> ActorView:
         """The actor's last committed state and the bookkeeping around it."""

@@ -94,6 +94,9 @@ class GatewayConfig:
         rate_limit: requests per second allowed per connection (token bucket),
             or None for no limit; excess requests get ``rate_limited``.
         rate_burst: requests a connection may send at once above ``rate_limit``.
+        list_limit: actors in one ``list`` reply (a request's ``limit`` is
+            capped to it); a longer list ends with ``next``, the ``after`` of
+            the next page.
     """
 
     host: str = attrs.field(default="127.0.0.1", validator=v.instance_of(str))
@@ -119,6 +122,7 @@ class GatewayConfig:
     subscriber_buffer: int = attrs.field(default=1024, validator=_positive_int)
     rate_limit: float | None = attrs.field(default=None, validator=_positive_or_none)
     rate_burst: int = attrs.field(default=100, validator=_positive_int)
+    list_limit: int = attrs.field(default=10_000, validator=_positive_int)
 
     def __attrs_post_init__(self) -> None:
         if self.token is None and not is_loopback(self.host):

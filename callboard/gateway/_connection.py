@@ -332,11 +332,17 @@ class Connection:
             case f.Unsubscribe(rid, sub_id):
                 await self._subs.unsubscribe(sub_id)
                 return f.encode_ok(rid)
-            case f.ListActors(rid, kind, status):
+            case f.ListActors(rid, kind, status, after, limit):
                 if kind is not None:
                     rt.check_kind(kind)
-                rows = await rt.list(kind, status)
-                return f.encode_ok(rid, actors=[attrs.asdict(row) for row in rows])
+                limit = min(limit or self._cfg.list_limit, self._cfg.list_limit)
+                rows, next_after = await rt.list_page(kind, status, after=after, limit=limit)
+                actors = [attrs.asdict(row) for row in rows]
+                # ``next`` only when the list goes on: a complete list is the
+                # reply PROTOCOL.md shows, field for field.
+                if next_after is None:
+                    return f.encode_ok(rid, actors=actors)
+                return f.encode_ok(rid, actors=actors, next=next_after)
             case f.Inspect(rid, actor):
                 view = await rt.inspect(actor)
                 return f.encode_ok(rid, **attrs.asdict(view, recurse=False))

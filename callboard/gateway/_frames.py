@@ -104,6 +104,8 @@ class ListActors:
     id: str
     kind: str | None = None
     status: str | None = None
+    after: str | None = None
+    limit: int | None = None
 
 
 @attrs.frozen
@@ -249,7 +251,16 @@ def _spawn(o: dict[str, Any], rid: str) -> Spawn:
 
 
 def _list(o: dict[str, Any], rid: str) -> ListActors:
-    return ListActors(rid, _string(o, "kind", required=False), _string(o, "status", required=False))
+    limit = o.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise _wrong("limit", "an integer >= 1 (actors in one reply)", limit)
+    return ListActors(
+        rid,
+        _string(o, "kind", required=False),
+        _string(o, "status", required=False),
+        _string(o, "after", required=False),
+        limit,
+    )
 
 
 _PARSERS: dict[str, Any] = {

@@ -144,6 +144,13 @@ class Hub:
             if not subs:
                 del self._by_actor[sub.actor]
 
+    def listening(self, actor: str) -> bool:
+        """Whether an event of ``actor`` would reach anyone (spares building it)."""
+        by_actor = self._by_actor
+        return bool(by_actor) and (
+            actor in by_actor or "*" in by_actor or actor.split("/", 1)[0] + "/*" in by_actor
+        )
+
     def publish(self, event: Event) -> None:
         if not self._by_actor:
             return

@@ -69,6 +69,9 @@ __all__ = [
 
 log = logging.getLogger("callboard.runtime")
 
+# Actors read from the store at once by `Runtime.list` (it reads page after page).
+_LIST_PAGE = 10_000
+
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
 
@@ -245,7 +248,10 @@ class Runtime:
         ``duplicate=True`` and is not delivered again. Cancel-atomic until
         the write is queued; after that it completes.
         """
-        cls = self._kind_of(to)
+        # An active actor's address was checked when its cell was made, and
+        # a kind once registered stays: only the others are parsed again.
+        cell = self._cells.get(to) if isinstance(to, str) else None
+        cls = cell.kind if cell is not None else self._kind_of(to)
         if not isinstance(type, str) or not type:
             raise BadMessage(f"a message to {to!r} needs a non-empty string type, got {type!r}")
         if key is not None and (not isinstance(key, str) or not key):
@@ -343,10 +349,33 @@ class Runtime:
         )
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
-        """Every actor (of ``kind``, with ``status``) and its mailbox size."""
+        """Every actor (of ``kind``, with ``status``) and its mailbox size, in address order."""
+        rows: list[ActorInfo] = []
+        after: str | None = None
+        while True:
+            page, after = await self.list_page(kind, status, after=after, limit=_LIST_PAGE)
+            rows.extend(page)
+            if after is None:
+                return rows
+
+    async def list_page(
+        self, kind: str | None = None, status: str | None = None, *, after: str | None = None,
+        limit: int = _LIST_PAGE,
+    ) -> tuple[list[ActorInfo], str | None]:  # fmt: skip
+        """At most ``limit`` actors past the address ``after``, in address order,
+        and the ``after`` of the next page (None when there is no more)."""
         await trio.lowlevel.checkpoint()
+        if limit < 1:
+            raise BadRequest(f"a page of actors needs a limit >= 1, got {limit!r}")
+        if status == "active":
+            return self._active_page(kind, after, limit)
+        # Stored status: "active" is this runtime's own knowledge, so a page
+        # filtered by status may come out shorter than ``limit``.
+        records = self.store.actors(kind, status=status, after=after, limit=limit + 1)
+        more = len(records) > limit
+        del records[limit:]
         rows = []
-        for record in self.store.actors(kind):
+        for record in records:
             info = ActorInfo(
                 record.address,
                 self._status(record.address, record.status, record.final),
@@ -355,7 +384,24 @@ class Runtime:
             )
             if status is None or info.status == status:
                 rows.append(info)
-        return rows
+        return rows, records[-1].address if more else None
+
+    def _active_page(
+        self, kind: str | None, after: str | None, limit: int
+    ) -> tuple[list[ActorInfo], str | None]:
+        prefix = f"{kind}/" if kind is not None else ""
+        addresses = sorted(
+            a for a in self._cells if a.startswith(prefix) and (after is None or a > after)
+        )
+        rows: list[ActorInfo] = []
+        for address in addresses:
+            record = self.store.actor(address)
+            if record is None or record.final:
+                continue
+            if len(rows) == limit:
+                return rows, rows[-1].actor
+            rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
+        return rows, None
 
     def _status(self, address: str, stored: str, final: bool) -> str:
         if not final and address in self._cells:
@@ -447,6 +493,9 @@ class Runtime:
 
     def publish(self, event: Event) -> None:
         self.hub.publish(event)
+
+    def listening(self, address: str) -> bool:
+        return self.hub.listening(address)
 
     def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None:
         for item, ack in zip(sends, result.acks, strict=True):

@@ -328,16 +328,22 @@ class SqliteStore:
         rows = self._read(f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = ?", (address,))
         return _actor(rows[0]) if rows else None
 
-    def actors(self, kind: str | None = None, *, limit: int = 10_000) -> list[ActorRecord]:
-        if kind is None:
-            rows = self._read(
-                f"SELECT {_ACTOR_COLUMNS} FROM actors ORDER BY address LIMIT ?", (limit,)
-            )
-        else:
-            rows = self._read(
-                f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE kind = ? ORDER BY address LIMIT ?",
-                (kind, limit),
-            )
+    def actors(
+        self, kind: str | None = None, *, status: str | None = None, after: str | None = None,
+        limit: int = 10_000,
+    ) -> list[ActorRecord]:  # fmt: skip
+        """At most ``limit`` actors in address order, past ``after`` (a page)."""
+        where: list[str] = []
+        args: list[object] = []
+        for clause, value in (("kind = ?", kind), ("status = ?", status), ("address > ?", after)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = self._read(
+            f"SELECT {_ACTOR_COLUMNS} FROM actors {condition}ORDER BY address LIMIT ?",
+            (*args, limit),
+        )
         return [_actor(r) for r in rows]
 
     def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:

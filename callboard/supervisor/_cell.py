@@ -48,6 +48,7 @@ class CellServices(Protocol):
     def wall_time(self) -> float: ...
     def create_kind(self, kind: str) -> str | None: ...
     def publish(self, event: Event) -> None: ...
+    def listening(self, address: str) -> bool: ...
     def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None: ...
     def timers_changed(self) -> None: ...
     def forget(self, cell: ActorCell) -> None: ...
@@ -80,6 +81,9 @@ class ActorCell:
         self._loaded_upto = 0
         self._taken = 0
         self._overflow = False
+        # Messages that became durable before the one they follow: acks wake
+        # their senders in any order, and each sender delivers its own.
+        self._ahead: dict[int, Message] = {}
         self._wakeup = trio.Event()
         self._passivation_requested = False
         self.idle_since: float | None = None
@@ -107,25 +111,33 @@ class ActorCell:
         self._reload()
 
     def _reload(self) -> None:
+        self._ahead.clear()
         rows = self._svc.store.pending(self.address, self._taken, self._svc.inbox_limit)
         self._inbox.extend(Message.from_record(r) for r in rows)
         self._loaded_upto = rows[-1].seq if rows else self._taken
         self._overflow = len(rows) >= self._svc.inbox_limit
 
     def deliver(self, message: Message) -> None:
-        """A message just became durable; keep it if it is the next one in order."""
-        if message.seq <= self._loaded_upto:
+        """A message just became durable; keep it in order, or read it from the store later."""
+        seq = message.seq
+        if seq <= self._loaded_upto:
             return
-        if (
-            self._overflow
-            or message.seq != self._loaded_upto + 1
-            or len(self._inbox) >= self._svc.inbox_limit
-        ):
+        if self._overflow or len(self._inbox) + len(self._ahead) >= self._svc.inbox_limit:
             # Past the window kept in memory: it will be read from the store.
             self._overflow = True
-        else:
+        elif seq == self._loaded_upto + 1:
             self._inbox.append(message)
-            self._loaded_upto = message.seq
+            ahead = self._ahead
+            while ahead:
+                following = ahead.pop(seq + 1, None)
+                if following is None:
+                    break
+                self._inbox.append(following)
+                seq += 1
+            self._loaded_upto = seq
+        else:
+            # Its predecessor comes next, or the store has it (see the mailbox loop).
+            self._ahead[seq] = message
         self._wakeup.set()
 
     def poke(self) -> None:
@@ -258,7 +270,8 @@ class ActorCell:
                     await self._commit()
                 return
             if not self._inbox:
-                if self._overflow:
+                if self._overflow or self._ahead:
+                    # The store has everything after the last message taken.
                     self._reload()
                     continue
                 # Idle: the runtime's sweeper asks us to passivate when this
@@ -312,6 +325,7 @@ class ActorCell:
         return (
             not self._inbox
             and not self._overflow
+            and not self._ahead
             and not self._stop_requested
             and self._activities is not None
             and not self._activities.child_tasks
@@ -381,8 +395,11 @@ class ActorCell:
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
             self._svc.cursor_advanced(self.address, cursor)
-        for seq, event in result.events:
-            self._svc.publish(Event(self.address, seq, event.type, loads(event.data), event.at))
+        if result.events and self._svc.listening(self.address):
+            # Events are stored either way; with no subscriber, no one reads
+            # the live copy, so it is not built.
+            for seq, event in result.events:
+                self._svc.publish(Event(self.address, seq, event.type, loads(event.data), event.at))
         if commit.sends:
             self._svc.route(commit.sends, result)
         if commit.timers:
