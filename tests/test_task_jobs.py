@@ -94,9 +94,11 @@ async def test_cancelling_a_task_stops_its_running_job(tmp_path, workspace):
             async with rt.subscribe(f"job/{job_id}", after=0) as job_sub:
                 terminal = await tasks.cancel(handle)
                 finished = await Watch(job_sub).until("job.finished")
+            dead = rt.dead_letters()
             view = await rt.inspect(handle)
     assert terminal == Cancelled()
     assert (finished.data["status"], finished.data["exit_code"]) == ("exited", 128 + SIGTERM)
     assert not is_same_process(record["pid"], record["start_time"])
     assert view.state["jobs"][job_id]["stop_requested"] is True
+    assert dead == [], "the job's end was sent to a task that takes no more messages"
     assert len(model.requests) == 2

@@ -21,7 +21,13 @@ from ._job_tools import JobRecord, JobTools, describe_status, find_orphans, reco
 from ._journal import TurnJournal
 from ._turn import ConversationLog
 
-__all__ = ["adopt_orphans", "job_tools_for", "record_job_end", "take_machine_events"]
+__all__ = [
+    "adopt_orphans",
+    "job_tools_for",
+    "record_job_end",
+    "stop_jobs_of_ending_owner",
+    "take_machine_events",
+]
 
 
 def job_tools_for(
@@ -41,6 +47,19 @@ def job_tools_for(
         executor=executor_from(executor),
         executor_description=executor,
     )
+
+
+def stop_jobs_of_ending_owner(ctx: Context, jobs: dict[str, JobRecord]) -> None:
+    """The owner is ending (a stopped session, a settled task): stop its running jobs.
+
+    Sent in the owner's last commit. ``owner_ending`` tells each job that no
+    one will read its end, so it sends no ``job.finished`` to an owner that
+    takes no more messages (which would only fill the dead letters).
+    """
+    for job_id, record in jobs.items():
+        if record.status == "running" and not record.stop_requested:
+            record.stop_requested = True
+            ctx.send(f"job/{job_id}", "stop", {"owner_ending": True}, key=f"owner-ending:{job_id}")
 
 
 def record_job_end(

@@ -40,7 +40,13 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
-from ._job_owner import adopt_orphans, job_tools_for, record_job_end, take_machine_events
+from ._job_owner import (
+    adopt_orphans,
+    job_tools_for,
+    record_job_end,
+    stop_jobs_of_ending_owner,
+    take_machine_events,
+)
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
@@ -124,6 +130,8 @@ class Session(Actor):
             close_turn_records(ctx, turn, self._chat)
             self.state.active = None
             ctx.emit("turn.cancelled", _turn_event(turn, reason="the session was stopped"))
+        # A stopped session takes no more messages: nothing would read its jobs' ends.
+        stop_jobs_of_ending_owner(ctx, self.state.jobs)
 
     async def handle(self, ctx: Context, message: Message) -> None:
         body = message.body if isinstance(message.body, dict) else {}

@@ -39,7 +39,13 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
-from ._job_owner import adopt_orphans, job_tools_for, record_job_end, take_machine_events
+from ._job_owner import (
+    adopt_orphans,
+    job_tools_for,
+    record_job_end,
+    stop_jobs_of_ending_owner,
+    take_machine_events,
+)
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn, record_approval
 from ._task_spec import (
@@ -176,11 +182,7 @@ class Task(Actor):
         for entry in state.messages:
             if entry.status in ("queued", "running"):
                 entry.status, entry.text = "unanswered", ""
-        for job_id, record in state.jobs.items():
-            if record.status == "running" and not record.stop_requested:
-                # Nothing will read its result: stop it (and expect no machine event).
-                record.stop_requested = True
-                ctx.send(f"job/{job_id}", "stop", key=f"stop:{job_id}")
+        stop_jobs_of_ending_owner(ctx, state.jobs)
         if state.deadline_at is not None:
             ctx.cancel_timer("deadline")  # a due timer would wake a settled task for nothing
         state.terminal = outcome

@@ -43,6 +43,8 @@ class JobState:
     reason: str = ""
     started_at: float = 0.0
     finished_at: float | None = None
+    # The owner stopped or settled and takes no more messages: no job.finished to it.
+    owner_ending: bool = False
 
 
 def executor_from(description: dict[str, Any] | None) -> Executor:
@@ -102,6 +104,8 @@ class Job(Actor):
             if message.sender not in (None, self.state.owner):
                 ctx.emit("job.refused", {"from": message.sender, "reason": "not the owner"})
                 return
+            if isinstance(message.body, dict) and message.body.get("owner_ending") is True:
+                self.state.owner_ending = True
             await self._stop_process()
 
     async def on_stop(self, ctx: Context) -> None:
@@ -170,6 +174,8 @@ class Job(Actor):
         data = {"job_id": self.state.job_id, "command": self.state.command, "status": status,
                 "exit_code": code, "reason": reason, "tail": tail, "size": size}  # fmt: skip
         ctx.emit("job.finished", data)
+        if self.state.owner_ending:
+            return
         # In the same commit as the end, keyed: a replayed end cannot notify twice.
         ctx.send(
             self.state.owner,
