@@ -82,6 +82,27 @@ async def test_an_idle_actor_is_passivated_and_the_next_message_brings_back_its_
     assert event.data == {"total": 6, "id": "m2"}
 
 
+async def test_more_idle_actors_than_passivate_at_once_all_passivate(tmp_path):
+    # Passivations are bounded in number at a time (256); the rest wait their turn.
+    config = callboard.RuntimeConfig(passivate_after=0.01)
+    addresses = [f"counter/p{n:03}" for n in range(600)]
+    passivated: set[str] = set()
+    with trio.fail_after(60):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+            async with rt.subscribe("counter/*", buffer=10_000) as events:
+                for address in addresses:
+                    await rt.send(address, "add", {"n": 1, "id": address})
+                async for event in events:
+                    if event.type == "actor.passivated":
+                        passivated.add(event.actor)
+                        if len(passivated) == len(addresses):
+                            break
+            listed = {(i.actor, i.status) for i in await rt.list("counter")}
+            active = rt.active_count
+    assert active == 0
+    assert listed == {(address, "idle") for address in addresses}
+
+
 async def test_a_restart_activates_only_actors_with_unhandled_messages_due_timers_or_work(
     tmp_path,
 ):

@@ -71,6 +71,8 @@ log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
+# Actors that passivate at once (their final commits in memory together).
+_PASSIVATING_AT_ONCE = 256
 
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
@@ -163,6 +165,7 @@ class Runtime:
         self.hub = Hub(store, buffer=config.subscriber_buffer)
         self.inbox_limit = config.inbox_limit
         self.batch_max = config.batch_max
+        self.passivation_slots = trio.Semaphore(_PASSIVATING_AT_ONCE)
         self.passivate_after = config.passivate_after
         self._clock = clock
         self.settings: Mapping[str, Any] = MappingProxyType(

@@ -43,6 +43,7 @@ class CellServices(Protocol):
     inbox_limit: int
     batch_max: int
     passivate_after: float
+    passivation_slots: trio.Semaphore
     settings: Mapping[str, Any]
 
     def wall_time(self) -> float: ...
@@ -284,8 +285,13 @@ class ActorCell:
                     self.idle_since = None
                 requested, self._passivation_requested = self._passivation_requested, False
                 if requested and self._can_passivate():
-                    await self._passivate()
-                    return
+                    # A bounded number passivate at once: when a sweep finds
+                    # thousands idle, their commits would otherwise all be in
+                    # memory together, and the heap keeps that peak.
+                    async with self._svc.passivation_slots:
+                        if self._can_passivate():
+                            await self._passivate()
+                            return
                 continue
             batch = self._take_batch()
             first = batch[0]
