@@ -18,6 +18,7 @@ from callboard.agent import (
     RequestApproval,
     RunTool,
     TurnJournal,
+    answer_approval,
     begin_turn,
     close_turn,
     conversation,
@@ -110,6 +111,27 @@ def test_an_ask_policy_waits_for_an_answer_recorded_in_the_journal():
     assert record_approval(turn, "call_1", True)
     assert not record_approval(turn, "call_1", True), "answered once"
     assert next_step(turn, lambda name: "ask") == RunTool(turn.call("call_1"))
+
+
+def test_an_answer_names_its_call_or_takes_the_only_one_waiting_and_says_why_it_cannot_apply():
+    turn, _ = begin_turn("turn-1", "x")
+    record_reply(turn, "", [WRITE])
+    record_approval_asked(turn, "call_1")
+    with pytest.raises(ValueError) as not_bool:
+        answer_approval(turn, None, "yes")
+    with pytest.raises(ValueError) as unknown:
+        answer_approval(turn, "call_9", True)
+    with pytest.raises(ValueError) as no_turn:
+        answer_approval(None, "call_1", True)
+    answered = answer_approval(turn, None, False)
+    with pytest.raises(ValueError) as twice:
+        answer_approval(turn, "call_1", True)
+    assert str(not_bool.value) == "'approved' must be true or false, got 'yes'"
+    assert str(unknown.value) == "no tool call 'call_9' is waiting for approval"
+    assert str(no_turn.value) == "no tool call 'call_1' is waiting for approval"
+    assert answered == "call_1"
+    assert turn.call("call_1").approval == "denied"
+    assert str(twice.value) == "no tool call 'call_1' is waiting for approval"
 
 
 def test_a_denied_call_is_refused():

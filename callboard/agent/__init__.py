@@ -31,6 +31,7 @@ from ._journal import RequestApproval as RequestApproval
 from ._journal import RunTool as RunTool
 from ._journal import Step as Step
 from ._journal import TurnJournal as TurnJournal
+from ._journal import answer_approval as answer_approval
 from ._journal import begin_turn as begin_turn
 from ._journal import close_turn as close_turn
 from ._journal import conversation as conversation
@@ -106,6 +107,7 @@ __all__ = [
     "TurnJournal",
     "WaitOutcome",
     "WaitTimedOut",
+    "answer_approval",
     "begin_turn",
     "close_turn",
     "close_turn_records",

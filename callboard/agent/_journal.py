@@ -49,6 +49,7 @@ __all__ = [
     "RunTool",
     "Step",
     "TurnJournal",
+    "answer_approval",
     "begin_turn",
     "close_turn",
     "conversation",
@@ -281,6 +282,21 @@ def record_approval(turn: TurnJournal, call_id: str, approved: bool) -> bool:
         return False
     call.approval = "approved" if approved else "denied"
     return True
+
+
+def answer_approval(turn: TurnJournal | None, call_id: object, approved: object) -> str:
+    """Record a person's answer from a message; returns the call id it answered.
+
+    ``call_id`` may be left out when exactly one call waits. Raises
+    ValueError with a sentence saying why the answer cannot apply.
+    """
+    if turn is not None and call_id is None and len(turn.awaiting_approval()) == 1:
+        call_id = turn.awaiting_approval()[0].id
+    if not isinstance(approved, bool):
+        raise ValueError(f"'approved' must be true or false, got {approved!r}")
+    if turn is None or not isinstance(call_id, str) or not record_approval(turn, call_id, approved):
+        raise ValueError(f"no tool call {call_id!r} is waiting for approval")
+    return call_id
 
 
 def record_started(turn: TurnJournal, call_id: str) -> None:

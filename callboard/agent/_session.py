@@ -48,7 +48,7 @@ from ._job_owner import (
     take_machine_events,
 )
 from ._job_tools import JobRecord, JobTools
-from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn, record_approval
+from ._journal import INTERRUPTED_RESULT, TurnJournal, answer_approval, begin_turn
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
@@ -236,19 +236,13 @@ class Session(Actor):
 
     def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
         turn = self.state.active
-        if turn is not None and call_id is None and len(turn.awaiting_approval()) == 1:
-            call_id = turn.awaiting_approval()[0].id
-        if not isinstance(approved, bool):
-            _reject(ctx, message, f"'approved' must be true or false, got {approved!r}")
+        try:
+            answered = answer_approval(turn, call_id, approved)
+        except ValueError as refused:
+            _reject(ctx, message, str(refused))
             return
-        if (
-            turn is None
-            or not isinstance(call_id, str)
-            or not record_approval(turn, call_id, approved)
-        ):
-            _reject(ctx, message, f"no tool call {call_id!r} is waiting for approval")
-            return
-        answer = {"call_id": call_id, "approved": approved}
+        assert turn is not None
+        answer = {"call_id": answered, "approved": approved}
         ctx.emit("approval.answered", {**_turn_event(turn), **answer})
         self._approvals.set()
         self._approvals = trio.Event()
