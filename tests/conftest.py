@@ -1,8 +1,12 @@
-"""Shared test set-up: unwrap trio's single-error groups so failures read plainly."""
+"""Shared test set-up: unwrap trio's single-error groups so failures read plainly,
+and the directories most agent tests need."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from shell_helpers import JOBS_DIR
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -29,3 +33,23 @@ def pytest_addoption(parser):
         default=False,
         help="run the crash tests for hundreds of iterations",
     )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace for an agent's tools."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """A runtime's data directory (created by the runtime)."""
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> dict[str, str]:
+    """Job files under the test's directory, where the leak guard looks for them."""
+    return {"jobs_dir": str(tmp_path / JOBS_DIR)}

@@ -24,13 +24,6 @@ from callboard.agent import Settled, Succeeded, Tasks
 from callboard.errors import BadRequest
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
 def ssh_executor(server: Server) -> dict[str, Any]:
     """The spec's ``executor`` for the test's sshd, as JSON."""
     executor = server.executor

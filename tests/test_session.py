@@ -9,9 +9,7 @@ Recovery after a restart or a SIGKILL is in ``test_session_recovery``.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
 from scripted_model import ScriptedModel, hold, text, tool_call
@@ -32,18 +30,6 @@ from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F40
 import callboard
 from callboard.agent import CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_RUN_RESULT
 from callboard.tools._procs import wait_group_gone
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 async def test_a_prompt_runs_a_turn_that_writes_a_file_through_a_tool_and_answers(data, workspace):

@@ -9,9 +9,6 @@ test's, never a clock's.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import trio
 from scripted_model import ScriptedModel, hold, text, tool_call, tool_calls
 from session_helpers import ADDRESS, KINDS, NAME, Watch, killed_at_exit, spec
@@ -19,24 +16,6 @@ from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  #
 from test_session_jobs import JOB_ID, WAIT_GO, background, held
 
 import callboard
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> dict[str, str]:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    return {"jobs_dir": str(tmp_path / JOBS_DIR)}
 
 
 async def test_two_jobs_finishing_together_start_one_reply(data, workspace, settings):

@@ -14,7 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from scripted_model import ScriptedModel, text, tool_call, tool_calls
 from session_helpers import ADDRESS, KINDS, NAME, Watch, killed_at_exit, pid_from, spec
@@ -26,24 +25,6 @@ from callboard.tools import is_same_process
 
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done; "
 JOB_ID = re.compile(r"\bjob ([0-9a-f]{12})\b")
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> dict[str, str]:
-    """Job files under the test's directory, where the leak guard looks for them."""
-    return {"jobs_dir": str(tmp_path / JOBS_DIR)}
 
 
 def background(command: str, **extra: Any) -> Any:

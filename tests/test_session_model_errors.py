@@ -8,7 +8,6 @@ it began are asked again; a spec that cannot work is refused at spawn.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import trio
@@ -24,18 +23,6 @@ from session_helpers import (
 from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 
 import callboard
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 async def test_a_401_fails_the_turn_with_a_clear_error_and_the_session_keeps_working(

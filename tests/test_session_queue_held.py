@@ -19,7 +19,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from scripted_model import ScriptedModel, text
 from session_helpers import ADDRESS, KINDS, NAME, Watch, gate, spec
@@ -34,18 +33,6 @@ BEGIN
     SELECT RAISE(ABORT, 'the disk refused the write');
 END
 """
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 def _user_messages(request: dict[str, Any]) -> list[str]:

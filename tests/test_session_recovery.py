@@ -6,9 +6,6 @@ a tool never runs twice, and an approval outlives the process that asked it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import trio
 from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import (
@@ -28,18 +25,6 @@ from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F40
 import callboard
 from callboard.agent import INTERRUPTED_RESULT
 from callboard.tools._procs import wait_group_gone
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 async def test_an_approval_asked_before_a_restart_is_answered_after_it_and_runs_once(

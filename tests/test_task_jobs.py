@@ -7,10 +7,8 @@ test decides when it ends and nothing waits on a clock.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from signal import SIGTERM
 
-import pytest
 import trio
 from scripted_model import ScriptedModel, text, tool_call
 from session_helpers import Watch
@@ -23,13 +21,6 @@ from callboard.tools import is_same_process
 
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done; "
 JOB_ID = re.compile(r"\bjob ([0-9a-f]{12})\b")
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
 
 
 async def test_a_task_whose_command_times_out_answers_after_the_jobs_completion(

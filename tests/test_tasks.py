@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,18 +36,6 @@ from callboard.agent import (
     WaitTimedOut,
 )
 from callboard.tools._procs import wait_group_gone
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 def write(content: str) -> Any:

@@ -46,13 +46,6 @@ CALLBOARD = (
 )
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
 def settled(outcome: WaitOutcome) -> Any:
     assert isinstance(outcome, Settled), outcome
     return outcome.record
