@@ -277,3 +277,19 @@ async def test_list_reads_every_page_and_filters_stored_and_active_statuses(tmp_
     assert [i.status for i in everyone] == ["active"] * 2 + ["stopped"] + ["active"] * 2 + [
         "stopped", "active"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("write_queue", 0, "RuntimeConfig.write_queue must be an integer >= 1, got 0"),
+        ("inbox_limit", 2.5, "RuntimeConfig.inbox_limit must be an integer >= 1, got 2.5"),
+        ("batch_max", True, "RuntimeConfig.batch_max must be an integer >= 1, got True"),
+        ("passivate_after", -1, "RuntimeConfig.passivate_after must be seconds > 0, got -1"),
+        ("key_window", "7d", "RuntimeConfig.key_window must be seconds > 0, got '7d'"),
+    ],
+)
+def test_a_runtime_config_limit_that_makes_no_sense_is_refused_naming_it(field, value, message):
+    with pytest.raises(ValueError) as refused:
+        callboard.RuntimeConfig(**{field: value})
+    assert str(refused.value) == message

@@ -71,10 +71,18 @@ log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
-# Actors that passivate at once (their final commits in memory together).
-_PASSIVATING_AT_ONCE = 256
 
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
+
+
+def _positive_count(_: object, attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"RuntimeConfig.{attribute.name} must be an integer >= 1, got {value!r}")
+
+
+def _positive_seconds(_: object, attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"RuntimeConfig.{attribute.name} must be seconds > 0, got {value!r}")
 
 
 @attrs.frozen
@@ -83,6 +91,9 @@ class RuntimeConfig:
 
     Attributes:
         passivate_after: seconds an actor with nothing to do stays in memory.
+        passivating_at_once: actors that passivate at the same time; when more
+            are idle they wait their turn (their final commits would otherwise
+            all be in memory together, and the heap keeps that peak).
         inbox_limit: messages of one actor held in memory; the rest wait on disk.
         batch_max: messages one actor may handle before one commit.
         subscriber_buffer: live events buffered per subscription before it lags.
@@ -90,12 +101,13 @@ class RuntimeConfig:
         write_queue: writes waiting for the writer before senders wait too.
     """
 
-    passivate_after: float = 30.0
-    inbox_limit: int = 1000
-    batch_max: int = 256
-    subscriber_buffer: int = 1024
-    key_window: float = 7 * 24 * 3600.0
-    write_queue: int = 16384
+    passivate_after: float = attrs.field(default=30.0, validator=_positive_seconds)
+    passivating_at_once: int = attrs.field(default=256, validator=_positive_count)
+    inbox_limit: int = attrs.field(default=1000, validator=_positive_count)
+    batch_max: int = attrs.field(default=256, validator=_positive_count)
+    subscriber_buffer: int = attrs.field(default=1024, validator=_positive_count)
+    key_window: float = attrs.field(default=7 * 24 * 3600.0, validator=_positive_seconds)
+    write_queue: int = attrs.field(default=16384, validator=_positive_count)
 
 
 @attrs.frozen
@@ -165,7 +177,7 @@ class Runtime:
         self.hub = Hub(store, buffer=config.subscriber_buffer)
         self.inbox_limit = config.inbox_limit
         self.batch_max = config.batch_max
-        self.passivation_slots = trio.Semaphore(_PASSIVATING_AT_ONCE)
+        self.passivation_slots = trio.Semaphore(config.passivating_at_once)
         self.passivate_after = config.passivate_after
         self._clock = clock
         self.settings: Mapping[str, Any] = MappingProxyType(
