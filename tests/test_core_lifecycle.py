@@ -103,6 +103,40 @@ async def test_more_idle_actors_than_passivating_at_once_all_passivate(tmp_path)
     assert listed == {(address, "idle") for address in addresses}
 
 
+class _HeldSlots:
+    """The runtime's passivation slots, all taken by the test, telling when
+    an actor starts to wait for one."""
+
+    def __init__(self) -> None:
+        self._slots = trio.Semaphore(1)
+        self._slots.acquire_nowait()  # the test holds the only slot
+        self.waiting = trio.Event()
+
+    async def acquire(self) -> None:
+        self.waiting.set()
+        await self._slots.acquire()
+
+    def release(self) -> None:
+        self._slots.release()
+
+
+async def test_a_message_for_an_actor_waiting_its_turn_to_passivate_is_handled_at_once(tmp_path):
+    config = callboard.RuntimeConfig(passivate_after=0.01, passivating_at_once=1)
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+            slots = rt.passivation_slots = _HeldSlots()
+            first = await rt.send("counter/w", "add", {"n": 1, "id": "m1"})
+            await rt.wait_handled("counter/w", first.seq)
+            await slots.waiting.wait()  # idle, asked to passivate, no slot free
+            second = await rt.send("counter/w", "add", {"n": 2, "id": "m2"})
+            await rt.wait_handled("counter/w", second.seq)
+            status = {i.actor: i.status for i in await rt.list("counter")}["counter/w"]
+            slots.release()
+            view = await rt.inspect("counter/w")
+    assert status == "active"
+    assert view.state["seen"] == ["m1", "m2"]
+
+
 async def test_a_restart_activates_only_actors_with_unhandled_messages_due_timers_or_work(
     tmp_path,
 ):

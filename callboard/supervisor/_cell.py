@@ -87,6 +87,7 @@ class ActorCell:
         self._ahead: dict[int, Message] = {}
         self._wakeup = trio.Event()
         self._passivation_requested = False
+        self._slot_wait: trio.CancelScope | None = None
         self.idle_since: float | None = None
         self._lock = trio.Lock()
         self._actor: Actor | None = None
@@ -139,12 +140,18 @@ class ActorCell:
         else:
             # Its predecessor comes next, or the store has it (see the mailbox loop).
             self._ahead[seq] = message
-        self._wakeup.set()
+        self._work_arrived()
 
     def poke(self) -> None:
         """Something arrived that was not delivered in memory (a fired timer)."""
         self._overflow = True
+        self._work_arrived()
+
+    def _work_arrived(self) -> None:
         self._wakeup.set()
+        if self._slot_wait is not None:
+            # Waiting for its turn to passivate: it has work now instead.
+            self._slot_wait.cancel()
 
     def request_passivation(self) -> None:
         """The runtime's sweeper found this actor idle for long enough."""
@@ -153,7 +160,7 @@ class ActorCell:
 
     def request_stop(self) -> None:
         self._stop_requested = True
-        self._wakeup.set()
+        self._work_arrived()
 
     @property
     def mailbox_size(self) -> int:
@@ -284,14 +291,13 @@ class ActorCell:
                 finally:
                     self.idle_since = None
                 requested, self._passivation_requested = self._passivation_requested, False
-                if requested and self._can_passivate():
-                    # A bounded number passivate at once: when a sweep finds
-                    # thousands idle, their commits would otherwise all be in
-                    # memory together, and the heap keeps that peak.
-                    async with self._svc.passivation_slots:
+                if requested and self._can_passivate() and await self._passivation_turn():
+                    try:
                         if self._can_passivate():
                             await self._passivate()
                             return
+                    finally:
+                        self._svc.passivation_slots.release()
                 continue
             batch = self._take_batch()
             first = batch[0]
@@ -326,6 +332,22 @@ class ActorCell:
                 batch.append(self._inbox.popleft())
         self._taken = batch[-1].seq
         return batch
+
+    async def _passivation_turn(self) -> bool:
+        """Wait for one of the runtime's passivation slots; False if work came first.
+
+        A bounded number passivate at once: when a sweep finds thousands
+        idle, their commits would otherwise all be in memory together, and
+        the heap keeps that peak. A message for a waiting actor must not
+        wait for the others' commits, so its arrival ends the wait.
+        """
+        try:
+            with trio.CancelScope() as self._slot_wait:
+                await self._svc.passivation_slots.acquire()
+                return True
+            return False
+        finally:
+            self._slot_wait = None
 
     def _can_passivate(self) -> bool:
         return (
