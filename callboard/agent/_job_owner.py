@@ -57,7 +57,9 @@ def stop_jobs_of_ending_owner(ctx: Context, jobs: dict[str, JobRecord]) -> None:
     takes no more messages (which would only fill the dead letters).
     """
     for job_id, record in jobs.items():
-        if record.status == "running" and not record.stop_requested:
+        # Also those the owner stopped itself (job_stop kills the group without
+        # telling the job actor): their ends must not come here either.
+        if record.status == "running":
             record.stop_requested = True
             ctx.send(f"job/{job_id}", "stop", {"owner_ending": True}, key=f"owner-ending:{job_id}")
 
