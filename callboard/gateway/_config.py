@@ -75,8 +75,11 @@ class GatewayConfig:
         ping_interval: seconds of silence from a client before it is pinged.
         idle_timeout: seconds a ping may wait for its pong before the
             connection is closed (1011).
-        send_timeout: seconds one outgoing frame may take to be written; a
+        send_timeout: seconds one socket write of outgoing frames may take; a
             client that does not read for that long is disconnected.
+        write_batch: queued frames one socket write may carry (at most about
+            64 KiB of them); 1 writes every frame on its own. Batching spares
+            a system call per frame when events come faster than one by one.
         close_timeout: seconds a closing handshake may take.
         shutdown_grace: seconds in-flight requests get to finish when the
             server stops, before connections are closed with 1001.
@@ -117,6 +120,7 @@ class GatewayConfig:
     send_timeout: float = attrs.field(default=30.0, validator=_positive)
     close_timeout: float = attrs.field(default=2.0, validator=_positive)
     shutdown_grace: float = attrs.field(default=5.0, validator=v.instance_of((int, float)))
+    write_batch: int = attrs.field(default=64, validator=_positive_int)
     send_queue: int = attrs.field(default=1024, validator=_positive_int)
     send_queue_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive_int)
     subscriber_buffer: int = attrs.field(default=1024, validator=_positive_int)

@@ -6,10 +6,11 @@ The shape follows the traps in ECOSYSTEM.md:
   ``max_inflight`` at once), so replies may leave out of order and a slow
   ``stop`` does not hold up a ``ping``.
 - Everything outgoing goes through one bounded `Outbox` to one writer task,
-  the only caller of ``send_message``. Nothing cancels the writer while the
+  the only one that sends (frames that wait are written together,
+  `send_text_frames`). Nothing cancels the writer while the
   connection is meant to go on: every ending either goes through the writer
   (a `Close` after the last frame) or closes the TCP stream, so a frame is
-  never cut halfway and then followed by a close frame. A frame the client
+  never cut halfway and then followed by a close frame. A write the client
   does not drain within ``send_timeout`` is caught by the watchdog, which
   closes the TCP stream (no per-frame cancel scope on the hot path).
 - Subscriptions (`Subscriptions`) forward events with ``put_nowait`` and
@@ -31,8 +32,9 @@ from .. import __version__
 from ..errors import CallboardError
 from ..runtime import Runtime
 from . import _frames as f
+from ._batch_send import can_batch, send_text_frames
 from ._config import GatewayConfig
-from ._outbox import Close, Outbox
+from ._outbox import Outbox
 from ._subscriptions import Counters, Subscriptions
 
 __all__ = ["Connection"]
@@ -40,6 +42,10 @@ __all__ = ["Connection"]
 log = logging.getLogger("callboard.gateway")
 
 SERVER = f"callboard/{__version__}"
+
+# Frames one socket write may carry: a subscriber catching up sends them in
+# batches, and the watchdog's send_timeout then applies to a batch.
+_BATCH_CHARS = 64 * 1024
 
 
 class _TokenBucket:
@@ -103,6 +109,7 @@ class Connection:
         self._dropped = False
         self._last_heard = trio.current_time()
         self._sending_since: float | None = None
+        self._batch_frames = config.write_batch
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -157,17 +164,24 @@ class Connection:
     # -- writing -----------------------------------------------------------
 
     async def _write(self) -> None:
+        outbox = self.outbox
+        batch = self._batch_frames if can_batch(self._ws) else 1
         try:
             while True:
-                item = self.outbox.get_nowait()  # no schedule point while frames wait
-                if item is None:
-                    item = await self.outbox.get()
-                if isinstance(item, Close):
-                    with trio.move_on_after(self._cfg.close_timeout, shield=True):
-                        await self._ws.aclose(item.code, item.reason)
-                    return
+                frames = outbox.take(batch, _BATCH_CHARS)  # no schedule point while frames wait
+                if not frames:
+                    close = outbox.close_request
+                    if close is not None:
+                        with trio.move_on_after(self._cfg.close_timeout, shield=True):
+                            await self._ws.aclose(close.code, close.reason)
+                        return
+                    await outbox.wait()
+                    continue
                 self._sending_since = trio.current_time()
-                await self._ws.send_message(item)
+                if len(frames) == 1:
+                    await self._ws.send_message(frames[0])
+                else:
+                    await send_text_frames(self._ws, frames)
                 self._sending_since = None
         except ConnectionClosed:
             pass

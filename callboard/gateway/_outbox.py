@@ -109,25 +109,37 @@ class Outbox:
             self._ready.unpark()
             self._space.unpark_all()
 
-    def get_nowait(self) -> str | Close | None:
-        """The next frame, `Close` when closing and nothing is left, else None."""
-        if self._frames:
-            frame = self._frames.popleft()
-            self._bytes -= len(frame)
-            if self._space and self._has_room():
-                self._space.unpark()
-            return frame
+    @property
+    def close_request(self) -> Close | None:
+        """The close asked for by `close_after`, if any."""
         return self._close
 
-    async def get(self) -> str | Close:
-        """The next frame, or `Close` when closing and nothing is left.
+    def take(self, max_frames: int, max_chars: int) -> list[str]:
+        """The oldest queued frames, at most ``max_frames`` and about ``max_chars``.
 
-        Yields only when it waits (the writer calls it when the queue was
-        empty, so it does; and each frame it writes yields in the socket).
+        Never splits the queue's order; the first frame comes out whatever
+        its size, so a frame larger than ``max_chars`` is written alone.
+        Empty when nothing is queued.
+        """
+        frames = self._frames
+        taken: list[str] = []
+        chars = 0
+        while frames and len(taken) < max_frames and (not taken or chars < max_chars):
+            frame = frames.popleft()
+            taken.append(frame)
+            chars += len(frame)
+        if taken:
+            self._bytes -= chars
+            if self._space and self._has_room():
+                self._space.unpark_all()
+        return taken
+
+    async def wait(self) -> None:
+        """Until a frame is queued or a close is asked for.
+
+        Yields only when it waits: the writer calls it when the queue was
+        empty, and each write it makes yields in the socket anyway.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         while not self._frames and self._close is None:
             await self._ready.park()
-        item = self.get_nowait()
-        assert item is not None
-        return item
