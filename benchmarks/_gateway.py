@@ -134,8 +134,11 @@ def _server_cpu(timing: dict[str, float], ops: int) -> float:
     return round(cpu / ops * 1e6, 1)
 
 
-async def _round_trips(url: str, clients: int, per_client: int, *, gateway: bool) -> Result:
+async def _round_trips(
+    url: str, clients: int, per_client: int, *, gateway: bool, window: int = 1
+) -> Result:
     argv = ["round-trips", url, "--clients", str(clients), "--per-client", str(per_client)]
+    argv += ["--window", str(window)]
     async with _Load(*argv, *(["--gateway"] if gateway else [])) as load:
         await load.ready()
         clock = CpuClock()
@@ -151,6 +154,7 @@ async def _round_trips(url: str, clients: int, per_client: int, *, gateway: bool
         unit="round trips" if not gateway else "acked sends",
         details={
             "clients": clients,
+            "in_flight_per_client": window,
             "requests": total,
             **timing,
             "seconds": round(seconds, 4),
@@ -209,6 +213,26 @@ def gateway_1(settings: Settings, workdir: Path) -> Result:
 def gateway_32(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 32) * 4
     return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 32, n, gateway=True))
+
+
+# A client may keep several requests in flight (PROTOCOL.md: replies carry the
+# request's id and may come in any order); this is the gateway's throughput
+# when its clients pipeline, beside the echo server driven the same way.
+_WINDOW = 8
+
+
+def echo_32_pipelined(settings: Settings, workdir: Path) -> Result:
+    n = _requests(settings, 32) * 8
+    return trio.run(_with_echo, lambda url: _round_trips(url, 32, n, gateway=False, window=_WINDOW))
+
+
+def gateway_32_pipelined(settings: Settings, workdir: Path) -> Result:
+    n = _requests(settings, 32) * 8
+    return trio.run(
+        _with_gateway,
+        workdir,
+        lambda rt, url: _round_trips(url, 32, n, gateway=True, window=_WINDOW),
+    )
 
 
 # -- fan-out --------------------------------------------------------------------------
@@ -319,6 +343,17 @@ SCENARIOS = [
         gateway_32,
         baseline="ws-echo-32-clients",
         note="the same, 32 clients at once",
+    ),
+    Scenario(
+        "ws-echo-32-clients-8-in-flight",
+        echo_32_pipelined,
+        note="bare trio-websocket echo, 32 clients, 8 frames in flight each",
+    ),
+    Scenario(
+        "gateway-send-ack-32-clients-8-in-flight",
+        gateway_32_pipelined,
+        baseline="ws-echo-32-clients-8-in-flight",
+        note="send over the gateway, 32 clients, 8 sends in flight each",
     ),
     Scenario(
         "ws-broadcast-100-clients", broadcast_100, note="bare trio-websocket, 1 server to 100"

@@ -13,8 +13,9 @@ so the parent can tell when the last frame arrived.
 
 Modes:
 - ``round-trips``: each connection sends a frame and waits for the answer,
-  ``per_client`` times. With ``--gateway`` the frame is a ``send`` and the
-  answer must be ``ok``; otherwise any answer (an echo) will do.
+  ``per_client`` times; with ``--window N`` it keeps N frames in flight.
+  With ``--gateway`` the frame is a ``send`` and the answer must be ``ok``;
+  otherwise any answer (an echo) will do.
 - ``listen``: each connection reads ``expected`` event frames (with
   ``--gateway``, after subscribing to ``--actor``); a ``lagged`` frame is an
   error, as the figure would then not be a delivery rate.
@@ -51,22 +52,48 @@ async def _round_trips(args: argparse.Namespace) -> dict[str, object]:
         await asyncio.gather(*(_hello(ws) for ws in connections))
     latencies: list[float] = []
 
+    def frame(n: int, i: int) -> str:
+        return json.dumps(
+            {"op": "send", "id": str(i), "to": f"sink/c{n}", "type": "t", "body": {"i": i}}
+        )
+
     async def client(n: int, ws: ClientConnection) -> None:
         now = time.perf_counter
         for i in range(args.per_client):
-            frame = json.dumps(
-                {"op": "send", "id": str(i), "to": f"sink/c{n}", "type": "t", "body": {"i": i}}
-            )
             started = now()
-            await ws.send(frame)
+            await ws.send(frame(n, i))
             reply = await ws.recv()
             latencies.append(now() - started)
             if args.gateway and '"ok"' not in reply:
                 raise RuntimeError(f"not acknowledged: {reply}")
 
+    async def pipelined_client(n: int, ws: ClientConnection) -> None:
+        # ``window`` requests in flight; replies are matched by id (an echo
+        # carries the id back too), as PROTOCOL.md lets replies come in any order.
+        now = time.perf_counter
+        window = asyncio.Semaphore(args.window)
+        sent: dict[str, float] = {}
+
+        async def send_all() -> None:
+            for i in range(args.per_client):
+                await window.acquire()
+                sent[str(i)] = now()
+                await ws.send(frame(n, i))
+
+        async def receive_all() -> None:
+            for _ in range(args.per_client):
+                reply = json.loads(await ws.recv())
+                if args.gateway and reply.get("op") != "ok":
+                    raise RuntimeError(f"not acknowledged: {reply}")
+                latencies.append(now() - sent.pop(reply["id"]))
+                window.release()
+
+        await asyncio.gather(send_all(), receive_all())
+
+    body = client if args.window == 1 else pipelined_client
     _ready()
     cpu, started = time.process_time(), time.monotonic()
-    await asyncio.gather(*(client(n, ws) for n, ws in enumerate(connections)))
+    await asyncio.gather(*(body(n, ws) for n, ws in enumerate(connections)))
     ended = time.monotonic()
     cpu = time.process_time() - cpu
     for ws in connections:
@@ -113,6 +140,7 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--clients", type=int, required=True)
     parser.add_argument("--per-client", type=int, default=0)
+    parser.add_argument("--window", type=int, default=1, help="requests in flight per client")
     parser.add_argument("--expected", type=int, default=0)
     parser.add_argument("--actor", default="emitter/e")
     parser.add_argument("--gateway", action="store_true")
