@@ -42,7 +42,19 @@ class Gate(callboard.Actor):
         await Gate.gate.wait()
 
 
-KINDS = [Counter, Greeter, Gate]
+class Relay(callboard.Actor):
+    """Passes ``relay`` on to ``to`` as ``note``, with ``drop_if_stopped`` as asked."""
+
+    kind = "relay"
+    virtual = True
+
+    async def handle(self, ctx, message):
+        body = message.body
+        ctx.send(body["to"], "note", {"n": 1, "id": "relayed"}, drop_if_stopped=body["drop"])
+        ctx.emit("relayed", body)
+
+
+KINDS = [Counter, Greeter, Gate, Relay]
 
 
 async def test_a_send_returns_its_mailbox_position_once_durable_and_the_actor_applies_it(tmp_path):
@@ -122,6 +134,25 @@ async def test_stop_ends_an_actor_and_later_sends_are_refused(tmp_path):
             events = [e.type async for e in _stored(rt, "greeter/g")]
     assert info == callboard.ActorInfo("greeter/g", "stopped", 0, 0)
     assert events == ["actor.started", "actor.stopped"]
+
+
+async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dropped(tmp_path):
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            await rt.spawn("greeter", {"greeting": "hi"}, name="g")
+            await rt.stop("greeter/g")
+            for drop in (True, False):
+                ack = await rt.send("relay/r", "relay", {"to": "greeter/g", "drop": drop})
+                await rt.wait_handled("relay/r", ack.seq)
+            live = await rt.send("relay/r", "relay", {"to": "counter/c", "drop": True})
+            await rt.wait_handled("relay/r", live.seq)
+            await rt.wait_handled("counter/c", 1)
+            dead = rt.dead_letters()
+            counter = await rt.inspect("counter/c")
+    assert [(d.actor, d.type, d.sender, d.error.type) for d in dead] == [
+        ("greeter/g", "note", "relay/r", "ActorStopped")
+    ]
+    assert counter.state == {"total": 1, "seen": ["relayed"]}
 
 
 async def _stored(rt, address):

@@ -85,12 +85,23 @@ class Context:
         body = encode_body(data, what=f"the data of event {type!r} from {self.address!r}")
         self._host.effects.events.append(NewEvent(type, body, self.now()))
 
-    def send(self, to: str, type: str, body: Any = None, *, key: str | None = None) -> None:
-        """Send a message as part of this actor's next commit."""
+    def send(
+        self, to: str, type: str, body: Any = None, *, key: str | None = None,
+        drop_if_stopped: bool = False,
+    ) -> None:  # fmt: skip
+        """Send a message as part of this actor's next commit.
+
+        A recipient that takes no more messages (stopped, failed, settled)
+        gets it set aside in the dead letters; with ``drop_if_stopped`` it is
+        dropped instead, for notices that matter only while the recipient
+        lives (a job's end to an owner that has ended).
+        """
         kind, _ = parse_address(to)
         create = self._host.create_kind(kind)
         data = encode_body(body, what=f"the body of {type!r} to {to!r}")
-        self._host.effects.sends.append(Enqueue(to, type, data, self.address, key, create))
+        self._host.effects.sends.append(
+            Enqueue(to, type, data, self.address, key, create, drop_if_stopped)
+        )
 
     def schedule(
         self,

@@ -61,7 +61,12 @@ def stop_jobs_of_ending_owner(ctx: Context, jobs: dict[str, JobRecord]) -> None:
         # telling the job actor): their ends must not come here either.
         if record.status == "running":
             record.stop_requested = True
-            ctx.send(f"job/{job_id}", "stop", {"owner_ending": True}, key=f"owner-ending:{job_id}")
+            # A job that ended before this commit takes no more messages: its
+            # end, on its way here, is all there was to stop.
+            ctx.send(
+                f"job/{job_id}", "stop", {"owner_ending": True},
+                key=f"owner-ending:{job_id}", drop_if_stopped=True,
+            )  # fmt: skip
 
 
 def record_job_end(

@@ -177,10 +177,12 @@ class Job(Actor):
         if self.state.owner_ending:
             return
         # In the same commit as the end, keyed: a replayed end cannot notify twice.
+        # An owner that ended meanwhile reads no more; the end is in this job's events.
         ctx.send(
             self.state.owner,
             "job.finished",
             {**data, "text": machine_event_text(self.state.job_id, self.state.command, status,
                                                 code, tail, reason)},
             key=f"job.finished:{self.state.job_id}",
+            drop_if_stopped=True,
         )  # fmt: skip

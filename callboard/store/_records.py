@@ -33,6 +33,8 @@ class Enqueue:
 
     ``create_kind`` names the kind to create the actor as when it does not
     exist yet (virtual actors); ``None`` makes a missing actor an error.
+    ``drop_if_stopped``: sent by an actor to one that takes no more
+    messages, it is dropped rather than dead-lettered.
     """
 
     address: str
@@ -41,6 +43,7 @@ class Enqueue:
     sender: str | None = None
     key: str | None = None
     create_kind: str | None = None
+    drop_if_stopped: bool = False
 
 
 @attrs.define

@@ -470,7 +470,9 @@ def _send_or_dead_letter(conn: sqlite3.Connection, w: WriterState, item: Enqueue
     # A message an actor sends is part of its commit: if the recipient cannot
     # take it, it goes to the dead letters rather than failing the sender's step.
     result = enqueue(conn, w, item, now)
-    if isinstance(result, Exception):
+    if isinstance(result, Exception) and not (
+        item.drop_if_stopped and isinstance(result, ActorStopped)
+    ):
         conn.execute(
             "INSERT INTO dead_letters (address, seq, type, body, sender, key, attempts, error, at) "
             "VALUES (?, 0, ?, ?, ?, ?, 0, ?, ?)",
