@@ -28,33 +28,23 @@ restarts from the snapshot before it, and the prompt is still at the front.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
 
-from ..actors import Actor, Context
+from ..actors import Context
 from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
-from ._job_owner import (
-    adopt_orphans,
-    job_tools_for,
-    record_job_end,
-    stop_jobs_of_ending_owner,
-    take_machine_events,
-)
+from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
-from ._journal import INTERRUPTED_RESULT, TurnJournal, answer_approval, begin_turn
+from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
-from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
+from ._turn import AgentSettings, ConversationLog, close_turn_records
+from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "QueuedPrompt", "Session", "SessionSpec", "SessionState"]
-
-_CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
 
 
 @attrs.define
@@ -79,7 +69,7 @@ class SessionState:
     machine_events: list[str] = attrs.Factory(list)
 
 
-class Session(Actor):
+class Session(TurnRunner):
     """An interactive agent session. See the module docstring and DESIGN.md "Sessions".
 
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
@@ -99,9 +89,6 @@ class Session(Actor):
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
         self._chat = ConversationLog()
-        self._runner = False
-        self._scope: trio.CancelScope | None = None
-        self._approvals = trio.Event()
 
     def is_busy(self) -> bool:
         waiting = bool(self.state.queue) or bool(self.state.machine_events)
@@ -113,23 +100,20 @@ class Session(Actor):
             if self.spec.on_restart == "interrupt":
                 close_turn_records(ctx, turn, self._chat, INTERRUPTED_RESULT)
                 self.state.active = None
-                ctx.emit("turn.interrupted", _turn_event(turn, prompt=turn.prompt))
+                ctx.emit("turn.interrupted", turn_event(turn, prompt=turn.prompt))
                 if not self.state.paused:
                     self.state.paused = True
                     ctx.emit("session.paused", {"reason": "a turn was interrupted by a restart"})
             else:
-                ctx.emit("turn.resumed", _turn_event(turn, prompt=turn.prompt))
+                ctx.emit("turn.resumed", turn_event(turn, prompt=turn.prompt))
         await adopt_orphans(ctx, self._job_tools(ctx))
         self._wake(ctx)
 
     async def on_stop(self, ctx: Context) -> None:
         turn = self.state.active
         if turn is not None:
-            if self._scope is not None:
-                self._scope.cancel()
-            close_turn_records(ctx, turn, self._chat)
-            self.state.active = None
-            ctx.emit("turn.cancelled", _turn_event(turn, reason="the session was stopped"))
+            self._stop_turn(ctx, turn)
+            ctx.emit("turn.cancelled", turn_event(turn, reason="the session was stopped"))
         # A stopped session takes no more messages: nothing would read its jobs' ends.
         stop_jobs_of_ending_owner(ctx, self.state.jobs)
 
@@ -138,7 +122,7 @@ class Session(Actor):
         if message.type == "prompt":
             text = message.body if isinstance(message.body, str) else body.get("text")
             if not isinstance(text, str) or not text.strip():
-                _reject(ctx, message, "a prompt needs non-empty text: {'text': '...'}")
+                reject(ctx, message, "a prompt needs non-empty text: {'text': '...'}")
                 return
             self._enqueue(ctx, text)
         elif message.type == "queue.remove":
@@ -160,16 +144,9 @@ class Session(Actor):
             approved = body.get("approved", True)
             self._approve(ctx, message, body.get("call_id"), approved)
         elif message.type == "job.finished":
-            busy = self.state.active is not None
-            refused = record_job_end(
-                ctx, self.state.jobs, self.state.machine_events,
-                busy=busy, sender=message.sender, body=body,
-            )  # fmt: skip
-            if refused is not None:
-                _reject(ctx, message, refused)
-            self._wake(ctx)
+            self._job_finished(ctx, message, body)
         else:
-            _reject(ctx, message, f"a session does not handle {message.type!r} messages")
+            reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
     # -- the queue ----------------------------------------------------------------
 
@@ -186,7 +163,7 @@ class Session(Actor):
     def _remove(self, ctx: Context, message: Message, prompt_id: object) -> None:
         index = self._index(prompt_id)
         if index is None:
-            _reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
+            reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
             return
         entry = self.state.queue.pop(index)
         ctx.emit("queue.removed", {"id": entry.id})
@@ -194,10 +171,10 @@ class Session(Actor):
     def _move(self, ctx: Context, message: Message, prompt_id: object, to: object) -> None:
         index = self._index(prompt_id)
         if index is None:
-            _reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
+            reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
             return
         if isinstance(to, bool) or not isinstance(to, int):
-            _reject(ctx, message, f"'to' must be a queue position (an integer), got {to!r}")
+            reject(ctx, message, f"'to' must be a queue position (an integer), got {to!r}")
             return
         entry = self.state.queue.pop(index)
         position = max(0, min(to, len(self.state.queue)))
@@ -226,56 +203,16 @@ class Session(Actor):
         turn = self.state.active
         if turn is None or (turn_id is not None and turn_id != turn.turn_id):
             what = "no turn is running" if turn is None else f"turn {turn_id!r} is not running"
-            _reject(ctx, message, f"nothing to cancel: {what}")
+            reject(ctx, message, f"nothing to cancel: {what}")
             return
-        if self._scope is not None:
-            self._scope.cancel()  # closes the model stream, stops a running tool
-        close_turn_records(ctx, turn, self._chat)
-        self.state.active = None
-        ctx.emit("turn.cancelled", _turn_event(turn))
+        self._stop_turn(ctx, turn)
+        ctx.emit("turn.cancelled", turn_event(turn))
 
-    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
-        turn = self.state.active
-        try:
-            answered = answer_approval(turn, call_id, approved)
-        except ValueError as refused:
-            _reject(ctx, message, str(refused))
-            return
-        assert turn is not None
-        answer = {"call_id": answered, "approved": approved}
-        ctx.emit("approval.answered", {**_turn_event(turn), **answer})
-        self._approvals.set()
-        self._approvals = trio.Event()
-
-    async def _wait_approval(self) -> None:
-        await self._approvals.wait()
-
-    def _wake(self, ctx: Context) -> None:
-        """Start the runner if there is work and none runs."""
-        if self._runner or not self.is_busy():
-            return
-        self._runner = True
-        ctx.start_activity(self._run, ctx, name="turns")
-
-    async def _run(self, ctx: Context) -> None:
-        client = ChatClient()
-        try:
-            while True:
-                turn = self.state.active
-                if turn is None:
-                    if self.state.paused or not (self.state.queue or self.state.machine_events):
-                        return
-                    self._start_next(ctx)
-                    await ctx.checkpoint()
-                    continue
-                await self._run_turn(ctx, turn, client)
-        finally:
-            self._runner = False
-            with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
-                await client.aclose()
-
-    def _start_next(self, ctx: Context) -> None:
-        """Start a turn: for the waiting machine events (all of them), else the next prompt."""
+    def _start_next(self, ctx: Context) -> bool:
+        """Start a turn: for the waiting machine events (all of them), else the next
+        prompt; False while the queue is held or nothing waits."""
+        if self.state.paused or not (self.state.queue or self.state.machine_events):
+            return False
         events, self.state.machine_events = self.state.machine_events, []
         entry = None if events else self.state.queue.pop(0)
         self.state.turns += 1
@@ -290,59 +227,30 @@ class Session(Actor):
         if entry is not None:
             ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
         else:
-            ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": len(events)})
-        ctx.emit("turn.started", _turn_event(turn, prompt=turn.prompt))
+            ctx.emit("machine_event.delivered", {**turn_event(turn), "count": len(events)})
+        ctx.emit("turn.started", turn_event(turn, prompt=turn.prompt))
+        return True
 
     async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
-        def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
-            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
-
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            try:
-                answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
-                    jobs=self._job_tools(ctx), before_model_call=take_events,
-                )  # fmt: skip
-            except ModelError as exc:
-                if self.state.active is turn:
-                    self.state.active = None
-                    error = {"error": str(exc), "retryable": exc.retryable, "status": exc.status}
-                    ctx.emit("turn.failed", {**_turn_event(turn), **error})
-                    await ctx.checkpoint()
-                return
-            finally:
-                self._scope = None
-        if scope.cancelled_caught or self.state.active is not turn:
+        try:
+            answer = await self._drive(ctx, turn, client)
+        except ModelError as exc:
+            self.state.active = None
+            error = {"error": str(exc), "retryable": exc.retryable, "status": exc.status}
+            ctx.emit("turn.failed", {**turn_event(turn), **error})
+            await ctx.checkpoint()
+            return
+        if answer is None:
             return  # the cancel was recorded by the handler that cancelled it
         self.state.active = None
-        ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
+        ctx.emit("turn.completed", {**turn_event(turn), "answer": answer})
         await ctx.checkpoint()
 
     def _settings(self, ctx: Context) -> AgentSettings:
         spec = self.spec
-        host = ctx.settings
         policy = (
             ApprovalPolicy.from_json(spec.approvals)
             if spec.approvals is not None
             else DEFAULT_APPROVAL_POLICY
         )
-        return AgentSettings(
-            workspace=Path(spec.workspace),
-            base_url=spec.base_url
-            or host.get("model_url")
-            or os.environ.get("CALLBOARD_MODEL_URL")
-            or None,
-            model=spec.model or host.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
-            system_prompt=spec.system_prompt,
-            policy=policy,
-            jobs_root=Path(host["jobs_dir"]),
-        )
-
-
-def _turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:
-    return {"turn_id": turn.turn_id, "prompt_id": turn.prompt_id, **extra}
-
-
-def _reject(ctx: Context, message: Message, reason: str) -> None:
-    ctx.emit("message.rejected", {"seq": message.seq, "type": message.type, "reason": reason})
+        return agent_settings(ctx, spec, workspace=spec.workspace, policy=policy)

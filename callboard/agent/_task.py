@@ -27,27 +27,18 @@ machine event, and its result is the answer of the turn that took it.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
 
-from ..actors import Actor, Context
+from ..actors import Context
 from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
-from ._job_owner import (
-    adopt_orphans,
-    job_tools_for,
-    record_job_end,
-    stop_jobs_of_ending_owner,
-    take_machine_events,
-)
+from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
-from ._journal import TurnJournal, answer_approval, begin_turn
+from ._journal import TurnJournal, begin_turn
 from ._task_spec import (
     CONVERSATION_LOG,
     NO_WORKSPACE_HELP,
@@ -58,11 +49,10 @@ from ._task_spec import (
     TaskState,
     message_id_for,
 )
-from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
+from ._turn import AgentSettings, ConversationLog
+from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
 __all__ = ["Task", "TaskJobsState"]
-
-_CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
 
 
 @attrs.define
@@ -74,7 +64,7 @@ class TaskJobsState(TaskState):
     machine_events: list[str] = attrs.Factory(list)
 
 
-class Task(Actor):
+class Task(TurnRunner):
     """An autonomous agent run. See the module docstring and DESIGN.md "Tasks".
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
@@ -93,9 +83,6 @@ class Task(Actor):
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
         self._chat = ConversationLog(CONVERSATION_LOG)
-        self._runner = False
-        self._scope: trio.CancelScope | None = None
-        self._approvals = trio.Event()
 
     def is_busy(self) -> bool:
         return self.state.terminal is None
@@ -117,7 +104,7 @@ class Task(Actor):
             self._settle(ctx, TaskOutcome("deadline_exceeded"))
             return
         elif state.active is not None:
-            ctx.emit("turn.resumed", _turn_event(state.active))
+            ctx.emit("turn.resumed", turn_event(state.active))
         await adopt_orphans(ctx, self._job_tools(ctx))
         self._wake(ctx)
 
@@ -133,11 +120,11 @@ class Task(Actor):
                     TaskMessage(message_id_for(message.seq), status="unanswered")
                 )
             reason = f"the task has settled ({self.state.terminal.status})"
-            _reject(ctx, message, reason)
+            reject(ctx, message, reason)
         elif message.type == "message":
             text = _text(message)
             if not text.strip():
-                _reject(ctx, message, "a message needs non-empty text: {'text': '...'}")
+                reject(ctx, message, "a message needs non-empty text: {'text': '...'}")
                 return
             entry = TaskMessage(message_id_for(message.seq), text)
             self.state.messages.append(entry)
@@ -151,15 +138,9 @@ class Task(Actor):
         elif message.type == "approve":
             self._approve(ctx, message, body.get("call_id"), body.get("approved", True))
         elif message.type == "job.finished":
-            refused = record_job_end(
-                ctx, self.state.jobs, self.state.machine_events,
-                busy=self.state.active is not None, sender=message.sender, body=body,
-            )  # fmt: skip
-            if refused is not None:
-                _reject(ctx, message, refused)
-            self._wake(ctx)
+            self._job_finished(ctx, message, body)
         else:
-            _reject(ctx, message, f"a task does not handle {message.type!r} messages")
+            reject(ctx, message, f"a task does not handle {message.type!r} messages")
 
     # -- settling --------------------------------------------------------------
 
@@ -175,10 +156,7 @@ class Task(Actor):
             return
         turn = state.active
         if turn is not None:
-            if self._scope is not None:
-                self._scope.cancel()
-            close_turn_records(ctx, turn, self._chat)
-            state.active = None
+            self._stop_turn(ctx, turn)
         for entry in state.messages:
             if entry.status in ("queued", "running"):
                 entry.status, entry.text = "unanswered", ""
@@ -189,48 +167,7 @@ class Task(Actor):
         ctx.emit("task.settled", attrs.asdict(outcome))
         ctx.stop(outcome.status)
 
-    # -- approvals ---------------------------------------------------------------
-
-    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
-        turn = self.state.active
-        try:
-            answered = answer_approval(turn, call_id, approved)
-        except ValueError as refused:
-            _reject(ctx, message, str(refused))
-            return
-        assert turn is not None
-        answer = {"call_id": answered, "approved": approved}
-        ctx.emit("approval.answered", {**_turn_event(turn), **answer})
-        self._approvals.set()
-        self._approvals = trio.Event()
-
-    async def _wait_approval(self) -> None:
-        await self._approvals.wait()
-
     # -- the runner ----------------------------------------------------------------
-
-    def _wake(self, ctx: Context) -> None:
-        if not self._runner and self.state.terminal is None:
-            self._runner = True
-            ctx.start_activity(self._run, ctx, name="turns")
-
-    async def _run(self, ctx: Context) -> None:
-        client = ChatClient()
-        try:
-            while self.state.terminal is None:
-                turn = self.state.active
-                if turn is None:
-                    # Start a turn, or settle when nothing is left to answer, or
-                    # wait (the runner ends) for a running job's machine event.
-                    if not self._start_next(ctx):
-                        return
-                    await ctx.checkpoint()
-                    continue
-                await self._run_turn(ctx, turn, client)
-        finally:
-            self._runner = False
-            with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
-                await client.aclose()
 
     def _start_next(self, ctx: Context) -> bool:
         """Start the next turn (the prompt, a message, the machine events) or settle;
@@ -262,36 +199,23 @@ class Task(Actor):
         self._chat.append(ctx, items)
         state.active = turn
         if not prompt_id:
-            ctx.emit("machine_event.delivered", {**_turn_event(turn), "count": count})
-        ctx.emit("turn.started", {**_turn_event(turn), "prompt": prompt})
+            ctx.emit("machine_event.delivered", {**turn_event(turn), "count": count})
+        ctx.emit("turn.started", {**turn_event(turn), "prompt": prompt})
         return True
 
     async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
-        def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
-            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
-
-        answer, failure = "", None
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            try:
-                answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
-                    jobs=self._job_tools(ctx), before_model_call=take_events,
-                )  # fmt: skip
-            except ModelError as exc:
-                failure = exc
-            finally:
-                self._scope = None
-        if scope.cancelled_caught or self.state.active is not turn:
-            return  # settled by the handler that cancelled it
-        if failure is not None:
-            self._settle(ctx, TaskOutcome("failed", error=str(failure)))
+        try:
+            answer = await self._drive(ctx, turn, client)
+        except ModelError as exc:
+            self._settle(ctx, TaskOutcome("failed", error=str(exc)))
             await ctx.checkpoint()
             return
+        if answer is None:
+            return  # settled by the handler that cancelled it
         state = self.state
         state.active = None
         state.answer = answer
-        ctx.emit("turn.completed", {**_turn_event(turn), "answer": answer})
+        ctx.emit("turn.completed", {**turn_event(turn), "answer": answer})
         for entry in state.messages:
             if entry.id == turn.prompt_id:
                 # drive_turn logged the answer last; the reply is read from there.
@@ -307,29 +231,11 @@ class Task(Actor):
         )
 
     def _settings(self, ctx: Context) -> AgentSettings:
-        spec, settings = self.spec, ctx.settings
-        return AgentSettings(
-            workspace=Path(self.state.workspace),
-            base_url=spec.base_url
-            or settings.get("model_url")
-            or os.environ.get("CALLBOARD_MODEL_URL")
-            or None,
-            model=spec.model or settings.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
-            system_prompt=spec.system_prompt,
-            policy=ApprovalPolicy(default=spec.approve),
-            jobs_root=Path(settings["jobs_dir"]),
-        )
+        policy = ApprovalPolicy(default=self.spec.approve)
+        return agent_settings(ctx, self.spec, workspace=self.state.workspace, policy=policy)
 
 
 def _text(message: Message) -> str:
     body = message.body
     text = body if isinstance(body, str) else body.get("text") if isinstance(body, dict) else None
     return text if isinstance(text, str) else ""
-
-
-def _turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:
-    return {"turn_id": turn.turn_id, "prompt_id": turn.prompt_id, **extra}
-
-
-def _reject(ctx: Context, message: Message, reason: str) -> None:
-    ctx.emit("message.rejected", {"seq": message.seq, "type": message.type, "reason": reason})

@@ -1,0 +1,190 @@
+"""`TurnRunner`: the base of the agent kinds (``session``, ``task``) whose turns run in a runner.
+
+A session and a task differ in what starts a turn and what follows its end;
+how the turn runs is the same. One activity, the *runner*, runs the active
+turn through `drive_turn` or asks the kind to start the next; a handler can
+cancel the running turn through the scope kept on the actor, and an
+``approve`` message answers a pending approval and wakes the turn waiting
+for it; a job's ``job.finished`` is recorded alike. The kind writes
+`_start_next` and `_run_turn` (with `_drive` at its heart), `_settings`
+(with `agent_settings`) and `_job_tools`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..actors import Actor, Context
+from ..errors import ModelError
+from ..llm import ChatClient
+from ..mailbox import Message
+from ..tools import ApprovalPolicy
+from ._job_owner import record_job_end, take_machine_events
+from ._job_tools import JobTools
+from ._journal import TurnJournal, answer_approval
+from ._session_spec import SessionSpec
+from ._task_spec import RunSpec
+from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
+
+__all__ = ["TurnRunner", "agent_settings", "reject", "turn_event"]
+
+_CLIENT_CLOSE_TIMEOUT = 5.0  # seconds to close the model client's connections
+
+
+class TurnRunner(Actor):
+    """An agent actor whose turns run in one activity, the runner, while `is_busy`.
+
+    The state has ``active`` (the running turn's journal or None),
+    ``machine_events`` and ``jobs``; ``_chat`` is set by the kind's ``__init__``.
+    """
+
+    _chat: ConversationLog
+
+    def __init__(self, address: str, spec: Any, state: Any) -> None:
+        super().__init__(address, spec, state)
+        self._runner = False
+        self._scope: trio.CancelScope | None = None
+        self._approvals = trio.Event()
+
+    # -- what the kind writes ------------------------------------------------------
+
+    def _start_next(self, ctx: Context) -> bool:
+        """Start the next turn, or end the work, for the runner's next commit;
+        False, changing nothing, when there is nothing to do until a message comes."""
+        raise NotImplementedError
+
+    async def _run_turn(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> None:
+        """Run ``turn`` (`_drive`) and record its end."""
+        raise NotImplementedError
+
+    def _settings(self, ctx: Context) -> AgentSettings:
+        raise NotImplementedError
+
+    def _job_tools(self, ctx: Context) -> JobTools:
+        raise NotImplementedError
+
+    # -- the runner ------------------------------------------------------------------
+
+    def _wake(self, ctx: Context) -> None:
+        """Start the runner if there is work and none runs."""
+        if self._runner or not self.is_busy():
+            return
+        self._runner = True
+        ctx.start_activity(self._run, ctx, name="turns")
+
+    async def _run(self, ctx: Context) -> None:
+        client = ChatClient()
+        try:
+            while self.is_busy():
+                turn = self.state.active
+                if turn is None:
+                    if not self._start_next(ctx):
+                        return
+                    await ctx.checkpoint()
+                    continue
+                await self._run_turn(ctx, turn, client)
+        finally:
+            self._runner = False
+            # Shielded: the runner is often ending because the actor is being cancelled.
+            with trio.move_on_after(_CLIENT_CLOSE_TIMEOUT, shield=True):
+                await client.aclose()
+
+    async def _drive(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> str | None:
+        """Drive ``turn`` to the model's answer; None when a handler ended the turn
+        meanwhile (the handler recorded its end).
+
+        Raises:
+            ModelError: the model could not be asked, and the turn is still the
+                runner's to end.
+        """
+
+        def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
+            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+
+        answer, failure = "", None
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                answer = await drive_turn(
+                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
+                    jobs=self._job_tools(ctx), before_model_call=take_events,
+                )  # fmt: skip
+            except ModelError as exc:
+                failure = exc
+            finally:
+                self._scope = None
+        if scope.cancelled_caught or self.state.active is not turn:
+            return None
+        if failure is not None:
+            raise failure
+        return answer
+
+    def _stop_turn(self, ctx: Context, turn: TurnJournal) -> None:
+        """End the running ``turn`` in this handler's commit: cancel it where it stands
+        (closing the model stream, stopping a running tool) and answer its open calls."""
+        if self._scope is not None:
+            self._scope.cancel()
+        close_turn_records(ctx, turn, self._chat)
+        self.state.active = None
+
+    def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
+        """Record the end of one of the actor's jobs (a ``job.finished`` message)."""
+        refused = record_job_end(
+            ctx, self.state.jobs, self.state.machine_events,
+            busy=self.state.active is not None, sender=message.sender, body=body,
+        )  # fmt: skip
+        if refused is not None:
+            reject(ctx, message, refused)
+        self._wake(ctx)
+
+    # -- approvals -------------------------------------------------------------------
+
+    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
+        turn = self.state.active
+        try:
+            answered = answer_approval(turn, call_id, approved)
+        except ValueError as refused:
+            reject(ctx, message, str(refused))
+            return
+        assert turn is not None
+        answer = {"call_id": answered, "approved": approved}
+        ctx.emit("approval.answered", {**turn_event(turn), **answer})
+        # A fresh event for the next approval; the turn waiting on this one wakes.
+        self._approvals.set()
+        self._approvals = trio.Event()
+
+    async def _wait_approval(self) -> None:
+        await self._approvals.wait()
+
+
+def agent_settings(
+    ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy
+) -> AgentSettings:
+    """The settings of a turn of the actor at ``ctx``: the model is the spec's, else
+    the runtime's settings, else ``$CALLBOARD_MODEL_URL`` and ``$CALLBOARD_MODEL``."""
+    host = ctx.settings
+    return AgentSettings(
+        workspace=Path(workspace),
+        base_url=spec.base_url
+        or host.get("model_url")
+        or os.environ.get("CALLBOARD_MODEL_URL")
+        or None,
+        model=spec.model or host.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
+        system_prompt=spec.system_prompt,
+        policy=policy,
+        jobs_root=Path(host["jobs_dir"]),
+    )
+
+
+def turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:
+    """The payload of an event about ``turn``: its ids, then ``extra``."""
+    return {"turn_id": turn.turn_id, "prompt_id": turn.prompt_id, **extra}
+
+
+def reject(ctx: Context, message: Message, reason: str) -> None:
+    """Answer ``message`` with a ``message.rejected`` event saying why it changed nothing."""
+    ctx.emit("message.rejected", {"seq": message.seq, "type": message.type, "reason": reason})
