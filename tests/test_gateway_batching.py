@@ -1,27 +1,28 @@
 """The gateway's writer sends queued frames in batches: one socket write, the
-same websocket frames. Checked below the gateway (`send_text_frames` on a
-trio-websocket connection over an in-memory stream, counting writes), in the
+same websocket frames. Checked below the gateway (`HeldWrites` under a real
+trio-websocket connection over in-memory streams, counting writes), in the
 `Outbox` that hands out the batches, and end to end with the `websockets`
 client for each ``write_batch``."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 from gateway_wire import connect, open_gateway
-from trio_websocket import ConnectionClosed, wrap_client_stream, wrap_server_stream
+from trio_websocket import WebSocketConnection, wrap_client_stream, wrap_server_stream
 
 from callboard.gateway import GatewayConfig
-from callboard.gateway._batch_send import can_batch, send_text_frames
+from callboard.gateway._held_writes import HeldWrites
 from callboard.gateway._outbox import Outbox
 
 
 async def _websocket_pair(nursery: trio.Nursery):
-    """A server and a client trio-websocket connection over memory streams,
-    and a list that gets one entry per ``send_all`` of the server."""
+    """A server connection over `HeldWrites`, its client, and a list with one
+    entry per socket write of the server."""
     client_end, server_end = trio.testing.memory_stream_pair()
     writes: list[int] = []
     pump = server_end.send_stream.send_all_hook  # moves the bytes to the client's end
@@ -31,8 +32,8 @@ async def _websocket_pair(nursery: trio.Nursery):
         await pump()
 
     server_end.send_stream.send_all_hook = count_write
-
-    connected: dict[str, object] = {}
+    held = HeldWrites(server_end)
+    connected: dict[str, WebSocketConnection] = {}
     client_ready = trio.Event()
 
     async def open_client() -> None:  # the handshake needs both sides at once
@@ -40,44 +41,120 @@ async def _websocket_pair(nursery: trio.Nursery):
         client_ready.set()
 
     nursery.start_soon(open_client)
-    server = await (await wrap_server_stream(nursery, server_end)).accept()
+    server = await (await wrap_server_stream(nursery, held)).accept()
     await client_ready.wait()
-    client = connected["ws"]
     writes.clear()
-    return server, client, writes
+    return held, server, connected["ws"], writes
 
 
-async def test_send_text_frames_delivers_each_frame_as_its_own_message_in_one_write():
+async def test_held_frames_reach_the_client_as_separate_messages_in_one_write():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            server, client, writes = await _websocket_pair(nursery)
+            held, server, client, writes = await _websocket_pair(nursery)
             frames = ['{"n":1}', "two", "é" * 3, '{"n":4}']
-            await send_text_frames(server, frames)
+            held.hold()
+            for frame in frames:
+                await server.send_message(frame)
+            assert writes == []
+            await held.flush(lambda: None)
             received = [await client.get_message() for _ in frames]
             nursery.cancel_scope.cancel()
     assert received == frames
     assert len(writes) == 1
 
 
-async def test_the_pinned_trio_websocket_has_what_batching_needs():
-    with trio.fail_after(5):
+async def test_a_flush_to_a_slow_reader_counts_progress_at_every_partial_send():
+    server_socket, client_socket = trio.socket.socketpair()
+    server_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    in_flight = sum(
+        s.getsockopt(socket.SOL_SOCKET, option)
+        for s, option in ((server_socket, socket.SO_SNDBUF), (client_socket, socket.SO_RCVBUF))
+    )  # the most bytes the socket can take at once
+    client = trio.SocketStream(client_socket)
+    held = HeldWrites(trio.SocketStream(server_socket))
+    payload = bytes(range(256)) * 800
+    received = bytearray()
+    progress: list[int] = []
+
+    async def read_slowly() -> None:
+        while len(received) < len(payload):
+            received.extend(await client.receive_some(1024))
+
+    with trio.fail_after(10), server_socket, client_socket:
         async with trio.open_nursery() as nursery:
-            server, _, _ = await _websocket_pair(nursery)
-            batching = can_batch(server)
-            nursery.cancel_scope.cancel()
-    assert batching is True
+            nursery.start_soon(read_slowly)
+            held.hold()
+            await held.send_all(payload)
+            await held.flush(lambda: progress.append(1))
+    assert received == payload
+    assert len(progress) >= len(payload) // in_flight >= 2
 
 
-async def test_send_text_frames_on_a_closed_connection_raises_connection_closed():
+async def test_without_hold_every_message_is_its_own_write():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            server, client, writes = await _websocket_pair(nursery)
-            await client.aclose(1000, "bye")  # the server answers with its close frame
-            writes_before = len(writes)
-            with pytest.raises(ConnectionClosed):
-                await send_text_frames(server, ["late"])
+            _, server, client, writes = await _websocket_pair(nursery)
+            for text in ("a", "b", "c"):
+                await server.send_message(text)
+            received = [await client.get_message() for _ in range(3)]
             nursery.cancel_scope.cancel()
-    assert len(writes) == writes_before
+    assert received == ["a", "b", "c"]
+    assert len(writes) == 3
+
+
+class _GatedStream(trio.abc.Stream):
+    """Records writes; the first one waits for ``gate``."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.gate = trio.Event()
+        self._calls = 0
+
+    async def send_all(self, data) -> None:
+        self._calls += 1
+        if self._calls == 1:
+            await self.gate.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+        self.writes.append(bytes(data))
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def receive_some(self, max_bytes=None) -> bytes:
+        await trio.sleep_forever()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_write_during_a_flush_waits_for_the_whole_batch():
+    stream = _GatedStream()
+    held = HeldWrites(stream)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            held.hold()
+            await held.send_all(b"frame 1,")
+            await held.send_all(b"frame 2")
+            nursery.start_soon(held.flush, lambda: None)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(held.send_all, b"pong")  # as trio-websocket's reader would
+            await trio.testing.wait_all_tasks_blocked()
+            assert stream.writes == []  # the pong did not overtake the batch
+            stream.gate.set()
+    assert stream.writes == [b"frame 1,frame 2", b"pong"]
+
+
+async def test_discard_drops_what_was_held_and_writes_go_straight_through_again():
+    stream = _GatedStream()
+    stream.gate.set()
+    held = HeldWrites(stream)
+    held.hold()
+    await held.send_all(b"lost")
+    held.discard()
+    await held.send_all(b"direct")
+    assert stream.writes == [b"direct"]
 
 
 def test_outbox_take_hands_out_frames_in_order_within_both_limits():
@@ -85,7 +162,7 @@ def test_outbox_take_hands_out_frames_in_order_within_both_limits():
     for frame in ["a" * 10, "b" * 10, "c" * 10, "d" * 10, "e" * 10]:
         assert outbox.put_nowait(frame)
     assert outbox.take(2, 1000) == ["a" * 10, "b" * 10]
-    assert outbox.take(10, 15) == ["c" * 10, "d" * 10]
+    assert outbox.take(10, 25) == ["c" * 10, "d" * 10]
     assert outbox.take(10, 1000) == ["e" * 10]
     assert outbox.take(10, 1000) == []
     assert len(outbox) == 0
@@ -93,8 +170,9 @@ def test_outbox_take_hands_out_frames_in_order_within_both_limits():
 
 def test_outbox_take_hands_out_a_frame_larger_than_the_limit_alone():
     outbox = Outbox(100, reserve=2, max_bytes=10_000)
-    assert outbox.put_nowait("x" * 500)
-    assert outbox.put_nowait("y")
+    for frame in ["s", "x" * 500, "y"]:
+        assert outbox.put_nowait(frame)
+    assert outbox.take(10, 100) == ["s"]
     assert outbox.take(10, 100) == ["x" * 500]
     assert outbox.take(10, 100) == ["y"]
 
@@ -122,7 +200,7 @@ async def test_outbox_take_makes_room_for_every_waiting_reply():
 
 @pytest.mark.parametrize("write_batch", [1, 7, 64])
 async def test_a_burst_reaches_every_subscriber_whole_and_in_order(tmp_path: Path, write_batch):
-    # 2 KB events: a 64 KiB write holds about 30, so both limits take turns.
+    # 2 KB events: a 64 K batch holds about 30, so both limits take turns.
     config = GatewayConfig(port=0, write_batch=write_batch)
     with trio.fail_after(20):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):

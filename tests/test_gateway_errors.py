@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import trio
 from gateway_kinds import KINDS
 from gateway_wire import connect, open_gateway
 from websockets.exceptions import ConnectionClosed
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 
 import callboard
 from callboard.gateway import Gateway, GatewayConfig
@@ -246,3 +249,37 @@ async def test_a_lagging_pattern_subscription_is_told_to_resubscribe_live(tmp_pa
                 got = await client.events(sub["sub"], 6)
     assert [e["seq"] for e in got[:-1]] == [1, 2, 3, 4, 5]  # actor.started, then the burst
     assert got[-1] == {"op": "lagged", "sub": sub["sub"], "actor": "counter/*", "after": None}
+
+
+async def test_a_ping_after_the_servers_close_frame_ends_the_connection_quietly(tmp_path, caplog):
+    # trio-websocket answers such a ping although its close frame went out, and
+    # wsproto refuses: that must read as a connection ending, not as a failure.
+    caplog.set_level(logging.INFO, logger="callboard.gateway")
+    async with open_gateway(tmp_path / "data") as (_, gateway):
+        port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])
+        with trio.fail_after(10):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                ws = WSConnection(ConnectionType.CLIENT)
+
+                async def until(kind: type) -> object:
+                    while True:
+                        for event in ws.events():
+                            if isinstance(event, kind):
+                                return event
+                        ws.receive_data(await stream.receive_some(65536))
+
+                await stream.send_all(ws.send(Request(host="localhost", target="/v1")))
+                await until(AcceptConnection)
+                # Any op before hello is refused and the server closes (1008).
+                await stream.send_all(ws.send(TextMessage('{"op": "ping", "id": "1"}')))
+                close = await until(CloseConnection)
+                # A masked ping frame, by hand: wsproto sends nothing once closing.
+                # And no close reply, so the server waits in its closing state.
+                await stream.send_all(bytes([0x89, 0x84, 0, 0, 0, 0]) + b"late")
+                while await stream.receive_some(65536):
+                    pass  # until the server drops the TCP connection
+    assert close.code == 1008
+    records = [r for r in caplog.records if r.name == "callboard.gateway"]
+    assert [r.levelname for r in records if r.levelno >= logging.ERROR] == []
+    assert any("ended while closing" in r.getMessage() for r in records)

@@ -75,11 +75,13 @@ class GatewayConfig:
         ping_interval: seconds of silence from a client before it is pinged.
         idle_timeout: seconds a ping may wait for its pong before the
             connection is closed (1011).
-        send_timeout: seconds one socket write of outgoing frames may take; a
-            client that does not read for that long is disconnected.
-        write_batch: queued frames one socket write may carry (at most about
-            64 KiB of them); 1 writes every frame on its own. Batching spares
-            a system call per frame when events come faster than one by one.
+        send_timeout: seconds outgoing frames may wait for the client to
+            take any of their bytes; a client that does not read for that
+            long is disconnected (one that reads slowly stays).
+        write_batch: queued frames written together, with one socket write
+            (at most 64 K characters of them); 1 writes every frame on its
+            own. Batching spares a system call per frame when events come
+            faster than one at a time.
         close_timeout: seconds a closing handshake may take.
         shutdown_grace: seconds in-flight requests get to finish when the
             server stops, before connections are closed with 1001.

@@ -6,13 +6,13 @@ The shape follows the traps in ECOSYSTEM.md:
   ``max_inflight`` at once), so replies may leave out of order and a slow
   ``stop`` does not hold up a ``ping``.
 - Everything outgoing goes through one bounded `Outbox` to one writer task,
-  the only one that sends (frames that wait are written together,
-  `send_text_frames`). Nothing cancels the writer while the
-  connection is meant to go on: every ending either goes through the writer
-  (a `Close` after the last frame) or closes the TCP stream, so a frame is
-  never cut halfway and then followed by a close frame. A write the client
-  does not drain within ``send_timeout`` is caught by the watchdog, which
-  closes the TCP stream (no per-frame cancel scope on the hot path).
+  the only caller of ``send_message``; the frames that wait are written
+  together (`HeldWrites`). Nothing cancels the writer while the connection
+  is meant to go on: every ending either goes through the writer (a close
+  after the last frame) or closes the TCP stream, so a frame is never cut
+  halfway and then followed by a close frame. A client that takes no byte
+  for ``send_timeout`` is caught by the watchdog, which closes the TCP
+  stream (no per-frame cancel scope on the hot path).
 - Subscriptions (`Subscriptions`) forward events with ``put_nowait`` and
   end with ``lagged`` when the outbox is full. Memory per connection is
   therefore bounded by ``send_queue`` frames plus each subscription's hub
@@ -32,8 +32,8 @@ from .. import __version__
 from ..errors import CallboardError
 from ..runtime import Runtime
 from . import _frames as f
-from ._batch_send import can_batch, send_text_frames
 from ._config import GatewayConfig
+from ._held_writes import HeldWrites
 from ._outbox import Outbox
 from ._subscriptions import Counters, Subscriptions
 
@@ -43,8 +43,8 @@ log = logging.getLogger("callboard.gateway")
 
 SERVER = f"callboard/{__version__}"
 
-# Frames one socket write may carry: a subscriber catching up sends them in
-# batches, and the watchdog's send_timeout then applies to a batch.
+# Characters of frames written together (with write_batch frames at most):
+# enough to spare most system calls, little enough to hold while writing.
 _BATCH_CHARS = 64 * 1024
 
 
@@ -73,7 +73,7 @@ class Connection:
     def __init__(
         self,
         ws: WebSocketConnection,
-        stream: trio.abc.AsyncResource,
+        stream: HeldWrites,
         runtime: Runtime,
         config: GatewayConfig,
         counters: Counters,
@@ -89,6 +89,7 @@ class Connection:
         )
         self._ws = ws
         self._stream = stream
+        self._writes = stream
         self._rt = runtime
         self._cfg = config
         self._counters = counters
@@ -164,38 +165,58 @@ class Connection:
     # -- writing -----------------------------------------------------------
 
     async def _write(self) -> None:
-        outbox = self.outbox
-        batch = self._batch_frames if can_batch(self._ws) else 1
+        outbox, ws = self.outbox, self._ws
         try:
             while True:
-                frames = outbox.take(batch, _BATCH_CHARS)  # no schedule point while frames wait
+                frames = outbox.take(self._batch_frames, _BATCH_CHARS)  # no yield while frames wait
                 if not frames:
                     close = outbox.close_request
                     if close is not None:
                         with trio.move_on_after(self._cfg.close_timeout, shield=True):
-                            await self._ws.aclose(close.code, close.reason)
+                            await ws.aclose(close.code, close.reason)
                         return
                     await outbox.wait()
                     continue
                 self._sending_since = trio.current_time()
-                if len(frames) == 1:
-                    await self._ws.send_message(frames[0])
-                else:
-                    await send_text_frames(self._ws, frames)
+                await self._write_frames(frames)
                 self._sending_since = None
-        except ConnectionClosed:
+        except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             self._cancel()
 
+    async def _write_frames(self, frames: list[str]) -> None:
+        """Write ``frames`` with one socket write (more when the client is slow).
+
+        A single frame goes the same way: the watchdog then sees progress
+        however the frames come, and a big frame read slowly is not cut off.
+        """
+        self._writes.hold()
+        try:
+            for frame in frames:
+                await self._ws.send_message(frame)
+        except ConnectionClosed:
+            # Closed meanwhile (by the client, or drop): what was held may end
+            # with the close frame, which should still go out after the frames.
+            await self._writes.flush(self._made_progress)
+            raise
+        except BaseException:
+            self._writes.discard()
+            raise
+        await self._writes.flush(self._made_progress)
+
+    def _made_progress(self) -> None:
+        # The client is reading: the watchdog times the rest of the batch afresh.
+        self._sending_since = trio.current_time()
+
     async def _watch_writes(self) -> None:
-        """Drop the connection when one frame has waited ``send_timeout`` to be written."""
+        """Drop the connection when the client has taken no byte for ``send_timeout``."""
         timeout = self._cfg.send_timeout
         while True:
             await trio.sleep(timeout / 4)
             since = self._sending_since
             if since is not None and trio.current_time() - since >= timeout:
-                await self.drop(f"it did not read a frame for {timeout} s", graceful=False)
+                await self.drop(f"it read nothing for {timeout} s", graceful=False)
                 return
 
     async def _keepalive(self) -> None:

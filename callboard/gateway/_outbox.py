@@ -115,16 +115,18 @@ class Outbox:
         return self._close
 
     def take(self, max_frames: int, max_chars: int) -> list[str]:
-        """The oldest queued frames, at most ``max_frames`` and about ``max_chars``.
+        """The oldest queued frames, at most ``max_frames`` and ``max_chars``.
 
-        Never splits the queue's order; the first frame comes out whatever
-        its size, so a frame larger than ``max_chars`` is written alone.
+        The first frame comes out whatever its size, so a frame larger than
+        ``max_chars`` is written alone.
         Empty when nothing is queued.
         """
         frames = self._frames
         taken: list[str] = []
         chars = 0
-        while frames and len(taken) < max_frames and (not taken or chars < max_chars):
+        while frames and len(taken) < max_frames:
+            if taken and chars + len(frames[0]) > max_chars:
+                break
             frame = frames.popleft()
             taken.append(frame)
             chars += len(frame)

@@ -26,11 +26,13 @@ from typing import NoReturn
 import attrs
 import trio
 from trio_websocket import WebSocketRequest, wrap_server_stream
+from wsproto.utilities import LocalProtocolError
 
 from ..runtime import Runtime
 from ._config import GatewayConfig
 from ._connection import Connection
 from ._frames import EventEncoder
+from ._held_writes import HeldWrites
 from ._subscriptions import Counters
 
 __all__ = ["Gateway", "GatewayStatistics", "serve_gateway"]
@@ -181,6 +183,10 @@ class Gateway:
                             nursery.cancel_scope.cancel()
                 finally:
                     self._streams -= 1
+        except* LocalProtocolError as group:
+            # trio-websocket's reader answers a ping that comes after our close
+            # frame, which wsproto refuses: the connection was ending anyway.
+            log.info("the connection from %s ended while closing: %s", remote, group.exceptions[0])
         except* Exception as group:
             log.error("the connection from %s failed; others go on", remote, exc_info=group)
         finally:
@@ -192,8 +198,9 @@ class Gateway:
     ) -> None:
         cfg = self.config
         with trio.move_on_after(cfg.handshake_timeout) as deadline:
+            writes = HeldWrites(stream)
             request = await wrap_server_stream(
-                nursery, stream, max_message_size=cfg.transport_max_frame
+                nursery, writes, max_message_size=cfg.transport_max_frame
             )
             refusal = self._refusal(request)
             if refusal is not None:
@@ -207,7 +214,7 @@ class Gateway:
             log.info("dropped %s: no handshake within %s s", remote, cfg.handshake_timeout)
             return
         conn = Connection(
-            ws, stream, self.runtime, cfg, self._counters, self._encoder,
+            ws, writes, self.runtime, cfg, self._counters, self._encoder,
             header_token=_bearer(request), remote=remote,
         )  # fmt: skip
         self._accepted += 1
