@@ -91,6 +91,33 @@ async def test_a_flush_to_a_slow_reader_counts_progress_at_every_partial_send():
     assert len(progress) >= len(payload) // in_flight >= 2
 
 
+async def test_a_write_cut_off_halfway_closes_the_socket_and_nothing_follows_it():
+    server_socket, client_socket = trio.socket.socketpair()
+    server_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client = trio.SocketStream(client_socket)
+    held = HeldWrites(trio.SocketStream(server_socket))
+    payload = b"f" * 200_000  # far more than the socket holds: the client does not read
+    some_went_out = trio.Event()
+    with trio.fail_after(10), server_socket, client_socket:
+        async with trio.open_nursery() as nursery:
+
+            async def write_batch() -> None:
+                held.hold()
+                await held.send_all(payload)
+                await held.flush(some_went_out.set)
+
+            nursery.start_soon(write_batch)
+            await some_went_out.wait()
+            nursery.cancel_scope.cancel()  # as a dropped connection cancels its writer
+        with pytest.raises(trio.BrokenResourceError, match="cut in the middle of a frame"):
+            await held.send_all(b"a close frame")
+        received = bytearray()
+        while chunk := await client.receive_some(65536):
+            received.extend(chunk)
+    assert 0 < len(received) < len(payload)
+    assert received == payload[: len(received)]
+
+
 async def test_without_hold_every_message_is_its_own_write():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:

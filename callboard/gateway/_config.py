@@ -76,8 +76,8 @@ class GatewayConfig:
         idle_timeout: seconds a ping may wait for its pong before the
             connection is closed (1011).
         send_timeout: seconds outgoing frames may wait for the client to
-            take any of their bytes; a client that does not read for that
-            long is disconnected (one that reads slowly stays).
+            take any of their bytes; a client that takes no data for that
+            long is disconnected.
         write_batch: queued frames written together, with one socket write
             (at most 64 K characters of them); 1 writes every frame on its
             own. Batching spares a system call per frame when events come

@@ -89,7 +89,6 @@ class Connection:
         )
         self._ws = ws
         self._stream = stream
-        self._writes = stream
         self._rt = runtime
         self._cfg = config
         self._counters = counters
@@ -191,19 +190,19 @@ class Connection:
         A single frame goes the same way: the watchdog then sees progress
         however the frames come, and a big frame read slowly is not cut off.
         """
-        self._writes.hold()
+        self._stream.hold()
         try:
             for frame in frames:
                 await self._ws.send_message(frame)
         except ConnectionClosed:
             # Closed meanwhile (by the client, or drop): what was held may end
             # with the close frame, which should still go out after the frames.
-            await self._writes.flush(self._made_progress)
+            await self._stream.flush(self._made_progress)
             raise
         except BaseException:
-            self._writes.discard()
+            self._stream.discard()
             raise
-        await self._writes.flush(self._made_progress)
+        await self._stream.flush(self._made_progress)
 
     def _made_progress(self) -> None:
         # The client is reading: the watchdog times the rest of the batch afresh.
@@ -216,7 +215,7 @@ class Connection:
             await trio.sleep(timeout / 4)
             since = self._sending_since
             if since is not None and trio.current_time() - since >= timeout:
-                await self.drop(f"it read nothing for {timeout} s", graceful=False)
+                await self.drop(f"it took no data for {timeout} s", graceful=False)
                 return
 
     async def _keepalive(self) -> None:

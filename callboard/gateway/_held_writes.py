@@ -11,8 +11,16 @@ the same websocket frames, in the same order; only the TCP segments are
 fuller. Everything else (the reader's pongs, close frames) passes straight
 through, or joins the held bytes in order if it comes during a batch.
 
-Only public trio-websocket API is involved: ``wrap_server_stream`` takes any
-`trio.abc.Stream`.
+The calls are public trio-websocket API (``wrap_server_stream`` takes any
+`trio.abc.Stream`), but the ordering argument leans on how trio-websocket
+0.12 sends: it encodes an event with wsproto, then writes it with one
+``send_all`` under its own first-in-first-out lock, so bytes reach this
+stream in the order wsproto encoded them. tests/test_gateway_batching.py
+checks the frames that come out, interleaved with pings, pongs and closes.
+
+A write cut off halfway (cancelled, or the client vanished) leaves part of a
+frame on the wire, after which no other frame may follow: the stream then
+closes its socket and refuses every later write.
 """
 
 from __future__ import annotations
@@ -25,6 +33,10 @@ import trio
 __all__ = ["HeldWrites"]
 
 
+def _no_progress() -> None:
+    pass
+
+
 class HeldWrites(trio.abc.Stream):
     """Wraps ``stream``; `hold` makes writes buffer until `flush` or `discard`.
 
@@ -35,10 +47,13 @@ class HeldWrites(trio.abc.Stream):
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        # Sent to directly when flushing, to see each partial send (under the lock).
+        # Written to directly, to see each partial send. Any other stream (a
+        # TLS one, the tests' memory streams) takes each write whole, and a
+        # batch then counts as progress only once it is all written.
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._held: list[bytes] | None = None
         self._lock = trio.StrictFIFOLock()
+        self._cut = False
 
     def hold(self) -> None:
         """Buffer the writes from now on (the caller must end with `flush` or `discard`)."""
@@ -53,22 +68,51 @@ class HeldWrites(trio.abc.Stream):
         the socket takes some of it (the client is reading).
 
         Progress is counted per socket send, not per batch, so that a client
-        that reads slowly but steadily is not taken for one that stopped.
-        Like ``send_all``, it must not be cancelled halfway while the
-        connection is meant to go on.
+        that keeps reading is not taken for one that stopped, however big
+        the batch.
         """
         held, self._held = self._held, None
-        data = memoryview(b"".join(held or ()))
-        await self._acquire()
+        await self._write(memoryview(b"".join(held or ())), on_progress)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._held is not None and not self._cut:
+            # trio-websocket's own send lock has yielded for this message
+            # already; a cancel point is all this adds.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self._held.append(bytes(data))
+            return
+        await self._write(memoryview(data), _no_progress)
+
+    async def _write(self, data: memoryview, on_progress: Callable[[], None]) -> None:
         try:
-            while data:
-                data = data[await self._send_some(data) :]
-                on_progress()
+            self._lock.acquire_nowait()  # no yield when free: the write yields
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            if self._cut:
+                raise trio.BrokenResourceError("the connection was cut in the middle of a frame")
+            total = len(data)
+            try:
+                while data:
+                    data = data[await self._send_some(data) :]
+                    on_progress()
+            except BaseException:
+                if 0 < len(data) < total:
+                    self._cut_off()
+                raise
         finally:
             self._lock.release()
 
+    def _cut_off(self) -> None:
+        # Part of a frame is out: whatever came next (a close frame queued on
+        # the lock, say) would be read as the rest of it.
+        self._cut = True
+        self._held = None
+        if self._socket is not None:
+            self._socket.close()
+
     async def _send_some(self, data: memoryview) -> int:
-        if self._socket is None:  # not a socket (the tests' memory streams): all at once
+        if self._socket is None:
             await self.stream.send_all(data)
             return len(data)
         try:
@@ -78,26 +122,6 @@ class HeldWrites(trio.abc.Stream):
                 raise trio.ClosedResourceError("the connection's socket was closed") from None
             raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
 
-    async def _acquire(self) -> None:
-        # No yield when the lock is free: the socket write that follows yields.
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._held is not None:
-            # trio-websocket's own send lock has yielded for this message
-            # already; a cancel point is all this adds.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            self._held.append(bytes(data))
-            return
-        await self._acquire()
-        try:
-            await self.stream.send_all(data)
-        finally:
-            self._lock.release()
-
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
 
@@ -105,5 +129,7 @@ class HeldWrites(trio.abc.Stream):
         return await self.stream.receive_some(max_bytes)
 
     async def aclose(self) -> None:
+        # Held bytes are dropped: the connection is being torn down, and
+        # waiting to write them could block on a client that stopped reading.
         self._held = None
         await self.stream.aclose()

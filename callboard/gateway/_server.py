@@ -183,12 +183,12 @@ class Gateway:
                             nursery.cancel_scope.cancel()
                 finally:
                     self._streams -= 1
-        except* LocalProtocolError as group:
-            # trio-websocket's reader answers a ping that comes after our close
-            # frame, which wsproto refuses: the connection was ending anyway.
-            log.info("the connection from %s ended while closing: %s", remote, group.exceptions[0])
         except* Exception as group:
-            log.error("the connection from %s failed; others go on", remote, exc_info=group)
+            closing, failures = group.split(_answered_after_close)
+            if closing is not None:
+                log.info("the connection from %s ended while closing: %s", remote, closing)
+            if failures is not None:
+                log.error("the connection from %s failed; others go on", remote, exc_info=failures)
         finally:
             with trio.move_on_after(self.config.close_timeout, shield=True):
                 await stream.aclose()
@@ -243,6 +243,15 @@ class Gateway:
         if len(self._connections) >= self.config.max_connections:
             return 503, f"the server has {len(self._connections)} connections, its limit\n"
         return None
+
+
+def _answered_after_close(exc: BaseException) -> bool:
+    """trio-websocket's reader answers a ping that came after our close frame,
+    and wsproto refuses: the connection was ending anyway (it ends at once,
+    without the rest of the closing handshake)."""
+    return isinstance(exc, LocalProtocolError) and str(exc).endswith(
+        ("in state ConnectionState.LOCAL_CLOSING.", "in state ConnectionState.CLOSED.")
+    )
 
 
 async def serve_gateway(
