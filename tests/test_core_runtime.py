@@ -141,8 +141,8 @@ async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dro
         async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
             await rt.spawn("greeter", {"greeting": "hi"}, name="g")
             await rt.stop("greeter/g")
-            for drop in (True, False):
-                ack = await rt.send("relay/r", "relay", {"to": "greeter/g", "drop": drop})
+            for to, drop in (("greeter/g", True), ("greeter/g", False), ("greeter/none", True)):
+                ack = await rt.send("relay/r", "relay", {"to": to, "drop": drop})
                 await rt.wait_handled("relay/r", ack.seq)
             live = await rt.send("relay/r", "relay", {"to": "counter/c", "drop": True})
             await rt.wait_handled("relay/r", live.seq)
@@ -150,7 +150,8 @@ async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dro
             dead = rt.dead_letters()
             counter = await rt.inspect("counter/c")
     assert [(d.actor, d.type, d.sender, d.error.type) for d in dead] == [
-        ("greeter/g", "note", "relay/r", "ActorStopped")
+        ("greeter/g", "note", "relay/r", "ActorStopped"),
+        ("greeter/none", "note", "relay/r", "UnknownActor"),  # only a stopped one is dropped
     ]
     assert counter.state == {"total": 1, "seen": ["relayed"]}
 

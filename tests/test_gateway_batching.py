@@ -21,17 +21,17 @@ from callboard.gateway._outbox import Outbox
 
 
 async def _websocket_pair(nursery: trio.Nursery):
-    """A server connection over `HeldWrites`, its client, and a list with one
-    entry per socket write of the server."""
+    """A server connection over `HeldWrites`, its client, and the server's
+    socket writes, one entry (its bytes) per write."""
     client_end, server_end = trio.testing.memory_stream_pair()
-    writes: list[int] = []
-    pump = server_end.send_stream.send_all_hook  # moves the bytes to the client's end
+    writes: list[bytes] = []
 
-    async def count_write() -> None:
-        writes.append(1)
-        await pump()
+    async def record_and_pump() -> None:  # what memory_stream_pair's own hook does, and record
+        data = server_end.send_stream.get_data_nowait()
+        writes.append(data)
+        client_end.receive_stream.put_data(data)
 
-    server_end.send_stream.send_all_hook = count_write
+    server_end.send_stream.send_all_hook = record_and_pump
     held = HeldWrites(server_end)
     connected: dict[str, WebSocketConnection] = {}
     client_ready = trio.Event()
@@ -116,6 +116,21 @@ async def test_a_write_cut_off_halfway_closes_the_socket_and_nothing_follows_it(
             received.extend(chunk)
     assert 0 < len(received) < len(payload)
     assert received == payload[: len(received)]
+
+
+async def test_a_client_closing_during_a_batch_gets_the_held_frames_and_the_close_reply():
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            held, server, client, writes = await _websocket_pair(nursery)
+            held.hold()
+            await server.send_message("one")
+            await server.send_message("two")
+            # trio-websocket's reader answers the close from its own task,
+            # and then closes the stream: nothing may stay held.
+            await client.aclose(1000, "bye")
+            nursery.cancel_scope.cancel()
+    # Two text frames, then the close reply (1000, "bye"), in one write.
+    assert writes == [b"\x81\x03one\x81\x03two\x88\x05\x03\xe8bye"]
 
 
 async def test_without_hold_every_message_is_its_own_write():
@@ -226,7 +241,17 @@ async def test_outbox_take_makes_room_for_every_waiting_reply():
 
 
 @pytest.mark.parametrize("write_batch", [1, 7, 64])
-async def test_a_burst_reaches_every_subscriber_whole_and_in_order(tmp_path: Path, write_batch):
+async def test_a_burst_reaches_every_subscriber_whole_and_in_order(
+    tmp_path: Path, monkeypatch, write_batch
+):
+    batches: list[int] = []  # frames per flush
+    flush = HeldWrites.flush
+
+    async def counted_flush(self: HeldWrites, on_progress) -> None:
+        batches.append(len(self._held or ()))
+        await flush(self, on_progress)
+
+    monkeypatch.setattr(HeldWrites, "flush", counted_flush)
     # 2 KB events: a 64 K batch holds about 30, so both limits take turns.
     config = GatewayConfig(port=0, write_batch=write_batch)
     with trio.fail_after(20):
@@ -242,3 +267,8 @@ async def test_a_burst_reaches_every_subscriber_whole_and_in_order(tmp_path: Pat
         assert [e["seq"] for e in events] == list(range(3, 303))
         assert [e["data"]["i"] for e in events] == list(range(300))
         assert {len(e["data"]["pad"]) for e in events} == {2000}
+    # 300 events queued at once: the writers took as many as the limits allow.
+    if write_batch < 30:
+        assert max(batches) == write_batch
+    else:  # 64 K characters hold about 30 of these frames
+        assert 1 < max(batches) <= 64 * 1024 // 2000

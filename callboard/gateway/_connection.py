@@ -15,7 +15,8 @@ The shape follows the traps in ECOSYSTEM.md:
   stream (no per-frame cancel scope on the hot path).
 - Subscriptions (`Subscriptions`) forward events with ``put_nowait`` and
   end with ``lagged`` when the outbox is full. Memory per connection is
-  therefore bounded by ``send_queue`` frames plus each subscription's hub
+  therefore bounded by ``send_queue`` frames, one batch being written
+  (``write_batch`` frames, 64 K characters) and each subscription's hub
   buffer, whatever the client does.
 """
 
@@ -195,8 +196,8 @@ class Connection:
             for frame in frames:
                 await self._ws.send_message(frame)
         except ConnectionClosed:
-            # Closed meanwhile (by the client, or drop): what was held may end
-            # with the close frame, which should still go out after the frames.
+            # Closed meanwhile: the close frame went out with what was held
+            # before it (HeldWrites); anything held since is sent as well.
             await self._stream.flush(self._made_progress)
             raise
         except BaseException:

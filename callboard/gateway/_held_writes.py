@@ -11,12 +11,19 @@ the same websocket frames, in the same order; only the TCP segments are
 fuller. Everything else (the reader's pongs, close frames) passes straight
 through, or joins the held bytes in order if it comes during a batch.
 
+Only the task that holds is buffered. Any other task that writes during a
+hold (trio-websocket's reader replying to a close or a ping, a keepalive
+ping, a close from ``drop``) sends what is held and then its own bytes at
+once: a close reply must not wait for a batch, and the bytes must not be
+lost if the stream is closed right after it.
+
 The calls are public trio-websocket API (``wrap_server_stream`` takes any
 `trio.abc.Stream`), but the ordering argument leans on how trio-websocket
 0.12 sends: it encodes an event with wsproto, then writes it with one
 ``send_all`` under its own first-in-first-out lock, so bytes reach this
 stream in the order wsproto encoded them. tests/test_gateway_batching.py
-checks the frames that come out, interleaved with pings, pongs and closes.
+checks the frames that come out with a client's close in the middle of a
+batch, and the gateway tests check them with pings and closes.
 
 A write cut off halfway (cancelled, or the client vanished) leaves part of a
 frame on the wire, after which no other frame may follow: the stream then
@@ -52,12 +59,15 @@ class HeldWrites(trio.abc.Stream):
         # batch then counts as progress only once it is all written.
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._held: list[bytes] | None = None
+        self._holder: trio.lowlevel.Task | None = None
         self._lock = trio.StrictFIFOLock()
         self._cut = False
 
     def hold(self) -> None:
-        """Buffer the writes from now on (the caller must end with `flush` or `discard`)."""
+        """Buffer the calling task's writes from now on (it must end with
+        `flush` or `discard`)."""
         self._held = []
+        self._holder = trio.lowlevel.current_task()
 
     def discard(self) -> None:
         """Stop holding and drop what was held (the connection is ending)."""
@@ -75,12 +85,17 @@ class HeldWrites(trio.abc.Stream):
         await self._write(memoryview(b"".join(held or ())), on_progress)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._held is not None and not self._cut:
-            # trio-websocket's own send lock has yielded for this message
-            # already; a cancel point is all this adds.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            self._held.append(bytes(data))
-            return
+        held = self._held
+        if held is not None and not self._cut:
+            if trio.lowlevel.current_task() is self._holder:
+                # trio-websocket's own send lock has yielded for this message
+                # already; a cancel point is all this adds.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                held.append(bytes(data))
+                return
+            # Another task writes: what is held was encoded first, so it goes first.
+            self._held = []
+            data = b"".join([*held, data])
         await self._write(memoryview(data), _no_progress)
 
     async def _write(self, data: memoryview, on_progress: Callable[[], None]) -> None:

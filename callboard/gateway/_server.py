@@ -186,7 +186,8 @@ class Gateway:
         except* Exception as group:
             closing, failures = group.split(_answered_after_close)
             if closing is not None:
-                log.info("the connection from %s ended while closing: %s", remote, closing)
+                why = "; ".join(str(e) for e in _leaves(closing))
+                log.info("the connection from %s ended while closing: %s", remote, why)
             if failures is not None:
                 log.error("the connection from %s failed; others go on", remote, exc_info=failures)
         finally:
@@ -249,9 +250,19 @@ def _answered_after_close(exc: BaseException) -> bool:
     """trio-websocket's reader answers a ping that came after our close frame,
     and wsproto refuses: the connection was ending anyway (it ends at once,
     without the rest of the closing handshake)."""
-    return isinstance(exc, LocalProtocolError) and str(exc).endswith(
-        ("in state ConnectionState.LOCAL_CLOSING.", "in state ConnectionState.CLOSED.")
+    text = str(exc)
+    return (
+        isinstance(exc, LocalProtocolError)
+        and text.startswith("Event Pong(")
+        and text.endswith(("state ConnectionState.LOCAL_CLOSING.", "state ConnectionState.CLOSED."))
     )
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        leaves.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return leaves
 
 
 async def serve_gateway(
