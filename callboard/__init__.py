@@ -27,9 +27,11 @@ from .errors import CallboardError as CallboardError
 from .errors import CrashReason as CrashReason
 from .errors import DataDirectoryLocked as DataDirectoryLocked
 from .errors import Escalation as Escalation
+from .errors import Forbidden as Forbidden
 from .errors import Lagged as Lagged
 from .errors import RuntimeClosed as RuntimeClosed
 from .errors import SpawnConflict as SpawnConflict
+from .errors import SpecRefused as SpecRefused
 from .errors import StateError as StateError
 from .errors import StoreUnavailable as StoreUnavailable
 from .errors import UnknownActor as UnknownActor
@@ -72,6 +74,7 @@ __all__ = [
     "Escalation",
     "Event",
     "Failed",
+    "Forbidden",
     "Lagged",
     "Message",
     "RunSpec",
@@ -81,6 +84,7 @@ __all__ = [
     "RuntimeStatistics",
     "Settled",
     "SpawnConflict",
+    "SpecRefused",
     "StateError",
     "StoreUnavailable",
     "Subscription",

@@ -6,7 +6,9 @@ The tree::
     ├── BadRequest(CallboardError, ValueError)      the caller sent something unusable
     │   ├── BadAddress                               not KIND/NAME
     │   ├── BadMessage                               a body that does not serialize
-    │   └── SpawnConflict                            same address, different spec
+    │   ├── SpawnConflict                            same address, different spec
+    │   └── SpecRefused                              a valid spec the operator's settings forbid
+    ├── Forbidden(CallboardError, PermissionError)   the token does not reach that actor
     ├── UnknownActor(CallboardError, LookupError)    no actor at that address
     ├── UnknownKind(CallboardError, LookupError)     no kind of that name
     ├── ActorStopped                                 the actor is stopped or failed
@@ -40,11 +42,13 @@ __all__ = [
     "CrashReason",
     "DataDirectoryLocked",
     "Escalation",
+    "Forbidden",
     "Lagged",
     "ModelError",
     "PathEscape",
     "RuntimeClosed",
     "SpawnConflict",
+    "SpecRefused",
     "StateError",
     "StoreUnavailable",
     "ToolError",
@@ -79,6 +83,18 @@ class BadMessage(BadRequest):
 
 class SpawnConflict(BadRequest):
     """An actor exists at that address with a different spec."""
+
+
+class SpecRefused(BadRequest):
+    """A spec that is well formed but asks for more than the operator allows
+    (a workspace outside the roots, a model URL not allowed); the message
+    names the setting that decides it."""
+
+
+class Forbidden(CallboardError, PermissionError):
+    """The connection's token does not reach that actor, or not for that op."""
+
+    code = "forbidden"
 
 
 class UnknownActor(CallboardError, LookupError):

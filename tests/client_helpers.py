@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 from client_kinds import Box, Counter
+from credentials import TEST_TOKEN
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
 import callboard
@@ -41,7 +42,7 @@ class Server:
         runtime: callboard.RuntimeConfig | None = None,
     ) -> None:
         self.data = data
-        self.config = config or GatewayConfig(port=0)
+        self.config = config or GatewayConfig(port=0, token=TEST_TOKEN)
         self.runtime_config = runtime
         self.url = ""
         self.rt: callboard.Runtime | None = None
@@ -135,7 +136,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("CALLBOARD_URL", None)
-    env.pop("CALLBOARD_TOKEN", None)
+    env["CALLBOARD_TOKEN"] = TEST_TOKEN  # the in-process servers' (a test may say otherwise)
     env.update(extra)
     return env
 

@@ -1,12 +1,20 @@
 """Shared test set-up: unwrap trio's single-error groups so failures read plainly,
-and the directories most agent tests need."""
+the test gateways' token in the environment, and the directories most agent
+tests need."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from credentials import TEST_TOKEN
 from shell_helpers import JOBS_DIR
+
+
+@pytest.fixture(autouse=True)
+def operator_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients find the in-process test gateways' token where a user keeps one."""
+    monkeypatch.setenv("CALLBOARD_TOKEN", TEST_TOKEN)
 
 
 def _unwrap(exc: BaseException) -> BaseException:

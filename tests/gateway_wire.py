@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from credentials import TEST_TOKEN
 from gateway_kinds import KINDS
 from websockets.trio.client import ClientConnection
 from websockets.trio.client import connect as ws_connect
@@ -32,7 +33,7 @@ async def open_gateway(
 ) -> AsyncIterator[tuple[callboard.Runtime, Gateway]]:
     """A runtime on ``data`` with the test kinds, and a gateway in front of it."""
     async with callboard.open_runtime(data, kinds=KINDS, config=runtime_config) as rt:
-        gateway = Gateway(rt, config or GatewayConfig(port=0))
+        gateway = Gateway(rt, config or GatewayConfig(port=0, token=TEST_TOKEN))
         async with trio.open_nursery() as nursery:
             await nursery.start(gateway.serve)
             yield rt, gateway
@@ -98,8 +99,8 @@ async def connect(
     url: str,
     *,
     hello: bool = True,
-    token: str | None = None,
-    header_token: str | None = None,
+    token: str | None = TEST_TOKEN,
+    header_token: str | None = TEST_TOKEN,
     origin: str | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:

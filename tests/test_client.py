@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 from client_helpers import KINDS, Server, serving
+from credentials import TEST_TOKEN
 
 import callboard
 from callboard.client import (
@@ -89,7 +90,7 @@ async def test_list_gives_every_actor_and_filters_by_kind_and_status(tmp_path):
 
 
 async def test_list_reads_every_page_of_a_list_longer_than_the_servers_limit(tmp_path):
-    config = GatewayConfig(port=0, list_limit=2)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, list_limit=2)
     with trio.fail_after(10):
         async with serving(tmp_path, config=config) as server, connect(server.url) as client:
             for n in range(5):
@@ -230,7 +231,9 @@ async def test_server_error_codes_are_raised_as_the_matching_callboard_errors(tm
 
 async def test_a_body_over_the_frame_limit_raises_too_large(tmp_path):
     with trio.fail_after(10):
-        async with serving(tmp_path, config=GatewayConfig(port=0, max_frame=1024)) as server:
+        async with serving(
+            tmp_path, config=GatewayConfig(port=0, token=TEST_TOKEN, max_frame=1024)
+        ) as server:
             async with connect(server.url) as client:
                 with pytest.raises(TooLarge):
                     await client.send("counter/a", "add", {"pad": "x" * 2000})
@@ -238,7 +241,7 @@ async def test_a_body_over_the_frame_limit_raises_too_large(tmp_path):
 
 
 async def test_a_request_over_the_rate_limit_raises_rate_limited_which_is_retryable(tmp_path):
-    config = GatewayConfig(port=0, rate_limit=0.001, rate_burst=1)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, rate_limit=0.001, rate_burst=1)
     with trio.fail_after(10):
         async with serving(tmp_path, config=config) as server, connect(server.url) as client:
             await client.ping()
@@ -247,7 +250,10 @@ async def test_a_request_over_the_rate_limit_raises_rate_limited_which_is_retrya
     assert caught.value.retryable is True
 
 
-async def test_a_missing_or_wrong_token_is_refused_and_the_right_one_accepted(tmp_path):
+async def test_a_missing_or_wrong_token_is_refused_and_the_right_one_accepted(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("CALLBOARD_TOKEN")  # missing means missing, not the test token
     config = GatewayConfig(port=0, token="s3cret")
     with trio.fail_after(10):
         async with serving(tmp_path, config=config) as server:
@@ -354,7 +360,7 @@ async def test_a_subscription_survives_a_server_restart_with_no_gap_and_no_dupli
 
 
 async def test_a_lagged_subscription_resumes_by_itself_with_no_gap_and_no_duplicate(tmp_path):
-    config = GatewayConfig(port=0, subscriber_buffer=4, send_queue=1024)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, subscriber_buffer=4, send_queue=1024)
     with trio.fail_after(20):
         async with serving(tmp_path, config=config) as server, connect(server.url) as client:
             async with client.subscribe("counter/a", after=0) as events:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from credentials import TEST_TOKEN
 from gateway_wire import connect, open_gateway
 from trio_websocket import WebSocketConnection, wrap_client_stream, wrap_server_stream
 
@@ -253,7 +254,7 @@ async def test_a_burst_reaches_every_subscriber_whole_and_in_order(
 
     monkeypatch.setattr(HeldWrites, "flush", counted_flush)
     # 2 KB events: a 64 K batch holds about 30, so both limits take turns.
-    config = GatewayConfig(port=0, write_batch=write_batch)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, write_batch=write_batch)
     with trio.fail_after(20):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
             async with connect(gateway.url) as a, connect(gateway.url) as b:

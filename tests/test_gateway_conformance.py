@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from credentials import TEST_TOKEN
 from gateway_kinds import KINDS
 from gateway_wire import Client, connect, open_gateway
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -74,7 +75,7 @@ async def test_a_second_hello_is_a_bad_request(served):
 
 
 async def test_no_hello_within_the_handshake_timeout_closes_with_1008(tmp_path):
-    config = GatewayConfig(port=0, handshake_timeout=0.2)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, handshake_timeout=0.2)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url, hello=False) as client:
@@ -84,7 +85,11 @@ async def test_no_hello_within_the_handshake_timeout_closes_with_1008(tmp_path):
 @pytest.mark.parametrize("where", ["header", "hello"])
 async def test_the_token_is_accepted_from_the_header_or_from_hello(tmp_path, where):
     config = GatewayConfig(port=0, token=TOKEN)
-    presented = {"header_token": TOKEN} if where == "header" else {"token": TOKEN}
+    presented = (
+        {"header_token": TOKEN, "token": None}
+        if where == "header"
+        else {"token": TOKEN, "header_token": None}
+    )
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url, **presented) as client:
@@ -100,9 +105,8 @@ async def test_a_wrong_or_missing_token_is_unauthorized_and_closed_with_1008(tmp
     config = GatewayConfig(port=0, token=TOKEN)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
-            async with connect(gateway.url, hello=False, **{
-                k: v for k, v in presented.items() if k == "header_token"
-            }) as client:  # fmt: skip
+            header = presented.get("header_token")
+            async with connect(gateway.url, hello=False, header_token=header) as client:
                 hello = {"op": "hello", "id": "h", "protocol": 1}
                 if "token" in presented:
                     hello["token"] = presented["token"]
@@ -123,7 +127,7 @@ async def test_a_foreign_origin_is_refused_with_http_403_before_the_upgrade(serv
 
 
 async def test_the_servers_own_origins_and_configured_ones_are_allowed(tmp_path):
-    config = GatewayConfig(port=0, allowed_origins=["https://app.example"])
+    config = GatewayConfig(port=0, token=TEST_TOKEN, allowed_origins=["https://app.example"])
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             port = gateway.url.rsplit(":", 1)[1].split("/")[0]
@@ -142,7 +146,7 @@ async def test_a_path_other_than_v1_is_refused_with_http_404(served):
 
 
 async def test_connections_over_the_limit_are_refused_with_http_503(tmp_path):
-    config = GatewayConfig(port=0, max_connections=1)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_connections=1)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url):
@@ -157,7 +161,10 @@ async def test_the_default_bind_is_loopback_on_port_7341(tmp_path):
         "127.0.0.1", 7341, None,
     )  # fmt: skip
     with trio.fail_after(5):
-        async with open_gateway(tmp_path / "data", GatewayConfig(port=0)) as (_, gateway):
+        async with open_gateway(tmp_path / "data", GatewayConfig(port=0, token=TEST_TOKEN)) as (
+            _,
+            gateway,
+        ):
             assert gateway.url.startswith("ws://127.0.0.1:")
             assert gateway.url.endswith("/v1")
 
@@ -180,7 +187,9 @@ async def serve_until_stopped(
     """`serve_gateway` until ``stop`` is set: stopping it cancels only the gateway,
     not the test's own code (as cancelling the nursery around both would)."""
     async with trio.open_nursery() as nursery:
-        task_status.started(await nursery.start(serve_gateway, rt, GatewayConfig(port=0)))
+        task_status.started(
+            await nursery.start(serve_gateway, rt, GatewayConfig(port=0, token=TEST_TOKEN))
+        )
         await stop.wait()
         nursery.cancel_scope.cancel()
 
@@ -301,7 +310,7 @@ async def test_list_reports_every_actor_and_filters_by_kind_and_status(served):
 
 
 async def test_a_list_longer_than_list_limit_comes_in_pages_joined_by_next(tmp_path):
-    config = GatewayConfig(port=0, list_limit=2)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, list_limit=2)
     with trio.fail_after(10):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
             for name in ("k1", "k2", "k3", "k4", "k5"):

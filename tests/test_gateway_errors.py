@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from credentials import TEST_TOKEN
 from gateway_kinds import KINDS
 from gateway_wire import connect, open_gateway
 from websockets.exceptions import ConnectionClosed
@@ -120,7 +121,7 @@ async def test_a_kind_nobody_registered_is_unknown_kind(served, op, fields):
 
 
 async def test_a_frame_over_the_limit_is_too_large_and_nothing_is_sent(tmp_path):
-    config = GatewayConfig(port=0, max_frame=1024)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_frame=1024)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
             async with connect(gateway.url) as client:
@@ -139,7 +140,7 @@ async def test_a_frame_over_the_limit_is_too_large_and_nothing_is_sent(tmp_path)
 
 
 async def test_a_frame_over_four_times_the_limit_closes_the_connection_with_1009(tmp_path):
-    config = GatewayConfig(port=0, max_frame=1024)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_frame=1024)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url) as client:
@@ -152,7 +153,7 @@ async def test_a_frame_over_four_times_the_limit_closes_the_connection_with_1009
 
 
 async def test_requests_over_the_rate_limit_are_rate_limited(tmp_path):
-    config = GatewayConfig(port=0, rate_limit=0.001, rate_burst=2)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, rate_limit=0.001, rate_burst=2)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url) as client:
@@ -162,7 +163,7 @@ async def test_requests_over_the_rate_limit_are_rate_limited(tmp_path):
 
 
 async def test_subscriptions_over_the_limit_are_rate_limited(tmp_path):
-    config = GatewayConfig(port=0, max_subscriptions=1, send_queue=8)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_subscriptions=1, send_queue=8)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url) as client:
@@ -189,7 +190,9 @@ async def test_requests_after_the_runtime_closed_are_unavailable_and_nothing_is_
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             rt = await nursery.start(run_runtime)
-            url = await nursery.start(callboard.gateway.serve_gateway, rt, GatewayConfig(port=0))
+            url = await nursery.start(
+                callboard.gateway.serve_gateway, rt, GatewayConfig(port=0, token=TEST_TOKEN)
+            )
             async with connect(url) as client:
                 close_runtime.set()
                 await runtime_closed.wait()
@@ -217,7 +220,7 @@ async def test_a_bug_in_a_kind_is_answered_internal_and_the_server_goes_on(serve
 async def test_a_lagging_subscriber_is_told_where_to_resume_and_resuming_gives_the_rest(
     tmp_path,
 ):
-    config = GatewayConfig(port=0, subscriber_buffer=4)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, subscriber_buffer=4)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
             async with connect(gateway.url) as client:
@@ -240,7 +243,7 @@ async def test_a_lagging_subscriber_is_told_where_to_resume_and_resuming_gives_t
 
 
 async def test_a_lagging_pattern_subscription_is_told_to_resubscribe_live(tmp_path):
-    config = GatewayConfig(port=0, subscriber_buffer=4)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, subscriber_buffer=4)
     with trio.fail_after(5):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             async with connect(gateway.url) as client:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import trio
+from credentials import TEST_TOKEN
 from gateway_wire import connect, open_gateway
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 from callboard.gateway import Gateway, GatewayConfig, GatewayStatistics
 
 MAX_FRAME = 2048
-CONFIG = GatewayConfig(port=0, max_frame=MAX_FRAME)
+CONFIG = GatewayConfig(port=0, token=TEST_TOKEN, max_frame=MAX_FRAME)
 
 # A valid request of each op, and the JSON type of each field it checks.
 VALID = {

@@ -10,7 +10,10 @@ gateway reports the effect, checking each step by events, never by sleeping.
 
 from __future__ import annotations
 
+import json
+
 import trio
+from credentials import TEST_TOKEN
 from gateway_wire import connect, open_gateway
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
@@ -25,7 +28,7 @@ PAD = 64 * 1024
 async def test_a_subscriber_that_stops_reading_is_told_where_to_resume_and_memory_stays_bounded(
     tmp_path,
 ):
-    config = GatewayConfig(port=0, send_queue=32, max_subscriptions=4)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, send_queue=32, max_subscriptions=4)
     with trio.fail_after(30):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
             async with (
@@ -68,7 +71,12 @@ async def test_a_client_that_reads_nothing_is_dropped_after_send_timeout_and_oth
     tmp_path,
 ):
     config = GatewayConfig(
-        port=0, send_timeout=0.5, max_inflight=4, send_queue=16, max_subscriptions=2
+        port=0,
+        token=TEST_TOKEN,
+        send_timeout=0.5,
+        max_inflight=4,
+        send_queue=16,
+        max_subscriptions=2,
     )
     with trio.fail_after(30):
         async with open_gateway(tmp_path / "data", config) as (rt, gateway):
@@ -120,14 +128,17 @@ async def _raw_hello(url: str) -> trio.SocketStream:
         await stream.send_all(chunk)
     while protocol.state is not State.OPEN:
         protocol.receive_data(await stream.receive_some())
-    protocol.send_text(b'{"op": "hello", "id": "h", "protocol": 1}')
+    hello = {"op": "hello", "id": "h", "protocol": 1, "token": TEST_TOKEN}
+    protocol.send_text(json.dumps(hello).encode())
     for chunk in protocol.data_to_send():
         await stream.send_all(chunk)
     return stream
 
 
 async def test_a_client_that_answers_no_ping_is_dropped_with_1011(tmp_path):
-    config = GatewayConfig(port=0, ping_interval=0.1, idle_timeout=0.2, close_timeout=0.2)
+    config = GatewayConfig(
+        port=0, token=TEST_TOKEN, ping_interval=0.1, idle_timeout=0.2, close_timeout=0.2
+    )
     with trio.fail_after(10):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             stream = await _raw_hello(gateway.url)
@@ -142,7 +153,7 @@ async def test_a_client_that_answers_no_ping_is_dropped_with_1011(tmp_path):
 
 
 async def test_a_connection_that_never_finishes_the_http_handshake_is_closed(tmp_path):
-    config = GatewayConfig(port=0, handshake_timeout=0.2)
+    config = GatewayConfig(port=0, token=TEST_TOKEN, handshake_timeout=0.2)
     with trio.fail_after(10):
         async with open_gateway(tmp_path / "data", config) as (_, gateway):
             port = int(gateway.url.rsplit(":", 1)[1].split("/")[0])

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -40,6 +41,7 @@ class Serving:
     process: trio.Process
     url: str
     line: str
+    token: str | None
     stderr: list[str] = attrs.Factory(list)
     _grew: trio.Event = attrs.Factory(trio.Event)
 
@@ -67,6 +69,11 @@ async def _read_line(stream: trio.abc.ReceiveStream) -> str:
     return data.decode().rstrip("\n")
 
 
+def connect_to(served: Serving, **options: Any):
+    """A `gateway_wire` client presenting the server's own token, from its data directory."""
+    return connect(served.url, token=served.token, header_token=served.token, **options)
+
+
 @asynccontextmanager
 async def serving(data: Path, *extra: str, env: dict[str, str] | None = None
                   ) -> AsyncIterator[Serving]:  # fmt: skip
@@ -81,7 +88,9 @@ async def serving(data: Path, *extra: str, env: dict[str, str] | None = None
             line = await _read_line(process.stdout)
             match = LINE.match(line)
             assert match is not None, line
-            served = Serving(process, match.group(1), line)
+            token_file = data / "token"  # made on the first start, unless the env names one
+            token = token_file.read_text().strip() if token_file.exists() else None
+            served = Serving(process, match.group(1), line, token)
             nursery.start_soon(served.read_stderr)
             yield served
             nursery.cancel_scope.cancel()
@@ -99,7 +108,7 @@ async def test_serve_prints_one_line_answers_and_exits_0_on_sigterm_releasing_th
     with trio.fail_after(20):
         async with serving(data) as served:
             assert LINE.match(served.line).group(2) == str(data)
-            async with connect(served.url) as client:
+            async with connect_to(served) as client:
                 assert await client.ok("send", to="counter/a", type="add") == {
                     "seq": 1, "duplicate": False,
                 }  # fmt: skip
@@ -110,7 +119,7 @@ async def test_serve_prints_one_line_answers_and_exits_0_on_sigterm_releasing_th
             assert await served.process.wait() == 0
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
         async with serving(data) as again:  # the data directory was released
-            async with connect(again.url) as client:
+            async with connect_to(again) as client:
                 # The acked message is kept; if the stop came before it was
                 # handled, this server handles it now.
                 sub = await client.ok("subscribe", actor="counter/a", after=0)
@@ -143,7 +152,7 @@ async def test_a_token_from_the_environment_is_required_by_the_server(tmp_path):
             async with connect(served.url, hello=False) as client:
                 await client.send_frame({"op": "hello", "id": "h", "protocol": 1})
                 refused = await client.receive()
-            async with connect(served.url, token="t0k") as client:
+            async with connect(served.url, token="t0k", header_token=None) as client:
                 assert await client.ok("ping") == {}
     assert refused["code"] == "unauthorized"
 
@@ -155,7 +164,7 @@ async def test_a_subscriber_resumes_across_sigkill_and_restart_with_no_gap_and_n
     seen: list[dict] = []
     with trio.fail_after(30):
         async with serving(data) as first:
-            async with connect(first.url) as writer, connect(first.url) as reader:
+            async with connect_to(first) as writer, connect_to(first) as reader:
                 sub = await reader.ok("subscribe", actor="counter/a", after=0)
 
                 async def write_until_killed() -> None:
@@ -177,7 +186,7 @@ async def test_a_subscriber_resumes_across_sigkill_and_restart_with_no_gap_and_n
                         pass
             assert await first.process.wait() == -signal.SIGKILL
         async with serving(data) as second:
-            async with connect(second.url) as client:
+            async with connect_to(second) as client:
                 resumed = await client.ok("subscribe", actor="counter/a", after=seen[-1]["seq"])
                 last = await client.ok("send", to="counter/a", type="add")
                 while not (seen[-1]["type"] == "counted"
@@ -192,11 +201,14 @@ async def test_serve_exposes_prometheus_metrics_on_its_own_port(tmp_path):
     with trio.fail_after(20):
         async with serving(tmp_path / "data", "--metrics-port", "0") as served:
             metrics_url = re.search(r"metrics at (http://\S+/metrics)", served.line).group(1)
-            async with connect(served.url) as client:
+            async with connect_to(served) as client:
                 await client.ok("send", to="counter/a", type="add")
                 await client.ok("subscribe", actor="counter/a")
+                scrape = urllib.request.Request(
+                    metrics_url, headers={"Authorization": f"Bearer {served.token}"}
+                )
                 page = await trio.to_thread.run_sync(
-                    lambda: urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+                    lambda: urllib.request.urlopen(scrape, timeout=5).read().decode()
                 )
     samples = dict(line.rsplit(" ", 1) for line in page.splitlines() if not line.startswith("#"))
     assert samples["callboard_messages_accepted_total"] == "1.0"
@@ -217,7 +229,8 @@ async def test_a_second_sigint_exits_at_once_while_the_graceful_stop_waits(tmp_p
                 await stream.send_all(chunk)
             while protocol.state is not State.OPEN:
                 protocol.receive_data(await stream.receive_some())
-            protocol.send_text(json.dumps({"op": "hello", "id": "h", "protocol": 1}).encode())
+            hello = {"op": "hello", "id": "h", "protocol": 1, "token": served.token}
+            protocol.send_text(json.dumps(hello).encode())
             for chunk in protocol.data_to_send():
                 await stream.send_all(chunk)
             served.process.send_signal(signal.SIGINT)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 import trio
+from credentials import TEST_TOKEN
 from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import occurrences
 
@@ -52,8 +53,10 @@ async def serving(data: Path, port: int, model: ScriptedModel) -> AsyncIterator[
     Its log goes to the test's stderr, which pytest shows when the test fails.
     """
     command = [sys.executable, "-m", "callboard", "serve", "--data", str(data),
-               "--port", str(port), "--model-url", model.base_url, "--model", "m"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TOKEN"}
+               "--port", str(port), "--model-url", model.base_url, "--model", "m",
+               "--workspace-root", str(data.parent)]  # fmt: skip
+    # The token the client finds in the environment (conftest) is the server's too.
+    env = {**os.environ, "CALLBOARD_TOKEN": TEST_TOKEN}
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, env=env)
     try:
         assert process.stdout is not None

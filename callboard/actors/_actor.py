@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._policy import Supervision
@@ -64,6 +65,15 @@ class Actor:
     def initial_state(cls, spec: Any) -> Any:
         """The state of a new actor; by default ``state_type()``."""
         return cls.state_type()
+
+    @classmethod
+    def check_spec(cls, spec: Any, settings: Mapping[str, Any]) -> None:
+        """Refuse, at spawn, a valid ``spec`` that the host's ``settings`` do not allow.
+
+        Raise `callboard.SpecRefused` naming the setting that decides it (a
+        workspace outside the roots, a model URL not allowed). By default
+        every spec that structures is allowed.
+        """
 
     @classmethod
     def migrate(cls, data: dict[str, Any], version: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ToolError
 from ..jobs import executor_from
 
-__all__ = ["check_executor"]
+__all__ = ["check_executor", "check_key_env"]
 
 
 def check_executor(instance: Any, attribute: Any, description: object) -> None:
@@ -33,3 +33,11 @@ def check_executor(instance: Any, attribute: Any, description: object) -> None:
         executor_from(description)
     except (ToolError, ValueError, TypeError) as exc:
         raise TypeError(f"'executor': {exc}") from None
+
+
+def check_key_env(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``api_key_env`` is None or an environment variable's name."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.replace("_", "a").isalnum() or value[0].isdigit():
+        raise TypeError(f"'api_key_env' must name an environment variable, got {value!r}")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import attrs
 
 from ..tools import ApprovalPolicy
-from ._executor_spec import check_executor
+from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
 
@@ -51,6 +51,9 @@ class SessionSpec:
     machine, ``{"ssh": {"host", "port", "user", "identity_file", "options"}}``
     on another, through the system ``ssh`` (`callboard.tools.SshExecutor`);
     the workspace and the jobs directory are paths on that machine.
+    ``api_key_env`` names the server's environment variable holding the key
+    for ``base_url``, when that is not the configured model URL (which gets
+    the server's own key); the operator must allow it (``_confinement``).
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -61,3 +64,4 @@ class SessionSpec:
     on_restart: Literal["continue", "interrupt"] = "continue"
     background_on_timeout: bool = True
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
+    api_key_env: str | None = attrs.field(default=None, validator=check_key_env)

@@ -27,6 +27,7 @@ machine event, and its result is the answer of the turn that took it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -36,6 +37,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ._confinement import check_model, check_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
@@ -79,6 +81,13 @@ class Task(TurnRunner):
     spec_type = RunSpec
     state: TaskJobsState
     spec: RunSpec
+
+    @classmethod
+    def check_spec(cls, spec: RunSpec, settings: Mapping[str, Any]) -> None:
+        # No workspace means the host's own (open_runtime's or serve's --workspace).
+        if spec.workspace is not None:
+            check_workspace(spec.workspace, settings)
+        check_model(spec.base_url, spec.api_key_env, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)

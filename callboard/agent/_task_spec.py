@@ -13,7 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ..tools import APPROVALS, Approval
-from ._executor_spec import check_executor
+from ._executor_spec import check_executor, check_key_env
 from ._journal import TurnJournal
 
 __all__ = [
@@ -102,7 +102,8 @@ class RunSpec:
     emits ``approval.requested`` and waits (durably) for an ``approve``
     message, ``never`` refuses it and tells the model so. ``executor`` says
     where ``shell_run`` and the task's jobs run (``_executor_spec``): None on
-    this machine, ``{"ssh": {"host": ...}}`` on another.
+    this machine, ``{"ssh": {"host": ...}}`` on another. ``api_key_env``
+    is as in `SessionSpec`.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -115,6 +116,7 @@ class RunSpec:
     workspace: str | None = attrs.field(default=None, validator=_check_workspace)
     system_prompt: str = DEFAULT_TASK_SYSTEM_PROMPT
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
+    api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
 
 
 @attrs.define

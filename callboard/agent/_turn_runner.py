@@ -23,6 +23,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ._confinement import model_key
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
@@ -77,7 +78,10 @@ class TurnRunner(Actor):
         ctx.start_activity(self._run, ctx, name="turns")
 
     async def _run(self, ctx: Context) -> None:
-        client = ChatClient()
+        # The key is the host's to choose: the server's own goes to the configured
+        # model URL only, whatever URL the spec names (see _confinement).
+        key = model_key(self._settings(ctx).base_url, self.spec.api_key_env, ctx.settings)
+        client = ChatClient(api_key=key, key_from_env=False)
         try:
             while self.is_busy():
                 turn = self.state.active

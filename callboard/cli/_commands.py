@@ -28,12 +28,20 @@ from typing import Any
 import trio
 
 from .. import __version__
-from ..client import DEFAULT_URL, Backoff, ConnectionFailed, connect
+from ..client import DEFAULT_URL, Backoff, ConnectionFailed, connect, find_token
 from ..errors import CallboardError
 from ._serve import EXIT_INTERRUPTED
 from ._verbs import VERBS, Output, Verb
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "add_common", "add_parsers"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "add_common",
+    "add_parsers",
+    "token_of",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -44,7 +52,7 @@ _CLIENT_NAME = f"callboard-cli/{__version__}"
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    """``--url`` and ``--token``, defaulting to ``CALLBOARD_URL`` and ``CALLBOARD_TOKEN``."""
+    """``--url``, and where the token comes from (`callboard.client.find_token`)."""
     parser.add_argument(
         "--url",
         default=os.environ.get("CALLBOARD_URL", DEFAULT_URL),
@@ -52,9 +60,29 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("CALLBOARD_TOKEN"),
-        help="the gateway's token, default $CALLBOARD_TOKEN",
+        default=None,
+        help="the token (visible to other local users in the process list: prefer "
+        "--token-file or $CALLBOARD_TOKEN)",
     )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="a file holding the token (else $CALLBOARD_TOKEN, $CALLBOARD_TOKEN_FILE, "
+        "then DATA/token for a loopback gateway)",
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="the server's data directory, whose 'token' file is used for a loopback "
+        "gateway (default $CALLBOARD_DATA or ./callboard-data)",
+    )
+
+
+def token_of(args: argparse.Namespace) -> str | None:
+    """The token the command presents (see `add_common`)."""
+    return find_token(args.url, args.token, token_file=args.token_file, data=args.data)
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -124,7 +152,7 @@ async def _run(verb: Verb, args: argparse.Namespace, out: Output) -> int:
     try:
         async with connect(
             args.url,
-            args.token,
+            token_of(args),
             client_name=_CLIENT_NAME,
             reconnect=Backoff() if forever else None,
         ) as client:

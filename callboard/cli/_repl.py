@@ -32,7 +32,14 @@ import trio
 from .. import __version__
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
-from ._commands import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, add_common
+from ._commands import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    add_common,
+    token_of,
+)
 from ._jobs import JOBS
 from ._verbs import VERBS as _CLI_VERBS
 from ._verbs import Output, event_json, format_event
@@ -286,7 +293,10 @@ async def _main(args: argparse.Namespace) -> int:
     failed = False
     try:
         async with connect(
-            args.url, args.token, client_name=f"callboard-repl/{__version__}", reconnect=Backoff()
+            args.url,
+            token_of(args),
+            client_name=f"callboard-repl/{__version__}",
+            reconnect=Backoff(),
         ) as client:
             async with trio.open_nursery() as nursery:
                 repl = Repl(client, nursery)

@@ -25,8 +25,9 @@ from typing import Any
 
 import trio
 
-from .. import Actor, CallboardError, Runtime, open_runtime
-from ..gateway import Gateway, GatewayConfig
+from .. import Actor, CallboardError, open_runtime
+from ..gateway import Gateway, GatewayConfig, read_token
+from ._metrics import serve_metrics
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
 
@@ -43,13 +44,17 @@ def add_parsers(subparsers: Any) -> None:
         "serve",
         help="run the runtime and its websocket gateway",
         description="Run the runtime on a data directory and serve it over websockets "
-        "(PROTOCOL.md) until SIGINT or SIGTERM.",
+        "(docs/protocol.md) until SIGINT or SIGTERM.",
     )
     add = parser.add_argument
     add("--data", default=DEFAULT_DATA, metavar="DIR", help="the data directory (%(default)s)")
     add("--host", default="127.0.0.1", help="interface to bind (%(default)s; others need a token)")
     add("--port", type=int, default=7341, help="port to bind (%(default)s; 0 picks a free one)")
-    add("--token", default=None, help="the token clients must present ($CALLBOARD_TOKEN)")
+    add("--token", default=None,
+        help="the operator token ($CALLBOARD_TOKEN; visible in the process list, so prefer "
+        "--token-file or the environment); default: DATA/token, made on first start")  # fmt: skip
+    add("--token-file", default=None, metavar="FILE",
+        help="read the operator token from FILE ($CALLBOARD_TOKEN_FILE)")  # fmt: skip
     add("--kind", action="append", default=[], metavar="MODULE:CLASS",
         help="an actor kind to load, e.g. mypkg.kinds:Reviewer (repeatable)")  # fmt: skip
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -71,6 +76,24 @@ def add_parsers(subparsers: Any) -> None:
         metavar="DIR",
         help="default workspace for tasks (the current directory)",
     )
+    add("--workspace-root", action="append", default=[], metavar="DIR",
+        help="a directory that spawned workspaces must lie in (repeatable; default: the "
+        "directory serve was started in)")  # fmt: skip
+    add("--allow-model-url", action="append", default=[], metavar="URL",
+        help="a model URL specs may name besides --model-url (repeatable); it gets no "
+        "server key")  # fmt: skip
+    add("--allow-key-env", action="append", default=[], metavar="NAME",
+        help="an environment variable a spec may name as its model key (api_key_env)")  # fmt: skip
+    add("--secret-env", action="append", default=[], metavar="NAME",
+        help="an environment variable kept from shell commands, besides CALLBOARD_*, "
+        "OPENAI_API_KEY and ANTHROPIC_API_KEY (repeatable)")  # fmt: skip
+    add("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
+        help="run shell commands and jobs under bubblewrap: auto = where it works "
+        "(%(default)s)")  # fmt: skip
+    add("--sandbox-network", choices=["host", "none"], default="host",
+        help="the network sandboxed commands get (%(default)s)")  # fmt: skip
+    add("--activation-quota", type=int, default=1000, metavar="N",
+        help="new actors one token may create per minute (%(default)s; 0: no limit)")  # fmt: skip
     parser.set_defaults(func=run_serve)
 
 
@@ -101,11 +124,12 @@ def run_serve(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(args.log_level.upper())
-    token = args.token if args.token is not None else os.environ.get("CALLBOARD_TOKEN") or None
     try:
-        config = GatewayConfig(host=args.host, port=args.port, token=token)
+        token = _chosen_token(args)
+        quota = args.activation_quota or None
+        config = GatewayConfig(host=args.host, port=args.port, token=token, activation_quota=quota)
         kinds = [load_kind(spec) for spec in args.kind]
-    except ValueError as exc:
+    except (ValueError, CallboardError) as exc:
         print(f"callboard serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -121,6 +145,36 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_token(args: argparse.Namespace) -> str | None:
+    """The operator token the operator chose, or None for the data directory's own."""
+    if args.token is not None:
+        return str(args.token)
+    if args.token_file is not None:
+        return read_token(args.token_file)
+    if os.environ.get("CALLBOARD_TOKEN"):
+        return os.environ["CALLBOARD_TOKEN"]
+    if os.environ.get("CALLBOARD_TOKEN_FILE"):
+        return read_token(os.environ["CALLBOARD_TOKEN_FILE"])
+    return None
+
+
+def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
+    """What every actor is allowed, as ``ctx.settings`` (see ``callboard.agent``)."""
+    roots = [str(Path(root).resolve()) for root in args.workspace_root] or [os.getcwd()]
+    private = [str(data)]
+    if args.token_file is not None:
+        private.append(str(Path(args.token_file).resolve()))
+    return {
+        "model_url": args.model_url,
+        "model": args.model,
+        "workspace_roots": roots,
+        "allowed_model_urls": list(args.allow_model_url),
+        "allowed_key_envs": list(args.allow_key_env),
+        "secret_env": tuple(args.secret_env),
+        "private_paths": tuple(private),
+    }
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -132,7 +186,7 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
     async with trio.open_nursery() as main:
         stopping = trio.CancelScope()
         await main.start(_watch_signals, stopping)
-        settings = {"model_url": args.model_url, "model": args.model}
+        settings = _host_settings(args, data)
         workspace = args.workspace or os.getcwd()
         async with open_runtime(data, kinds=kinds, workspace=workspace, settings=settings) as rt:
             with stopping:
@@ -142,9 +196,13 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
                     where = f"callboard serving {url} with data in {data}"
                     if args.metrics_port is not None:
                         metrics = await nursery.start(
-                            _serve_metrics, rt, gateway, args.metrics_host, args.metrics_port
-                        )
+                            serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,
+                            gateway.operator_token,
+                        )  # fmt: skip
                         where += f", metrics at {metrics}"
+                    if config.token is None:
+                        log.info("the operator token is in %s (mode 0600)", data / "token")
+                    log.info("workspace roots: %s", ", ".join(settings["workspace_roots"]))
                     names = ", ".join(sorted(rt.kinds)) or "none (load some with --kind)"
                     log.info("actor kinds: %s", names)
                     print(where, flush=True)
@@ -165,92 +223,3 @@ async def _watch_signals(stopping: trio.CancelScope, *, task_status: trio.TaskSt
                 log.warning("%s again: exiting at once", name)
                 logging.shutdown()
                 os._exit(EXIT_INTERRUPTED)
-
-
-# -- metrics -----------------------------------------------------------------------
-
-
-async def _sample(rt: Runtime, gateway: Gateway) -> list[tuple[str, str, str, Any]]:
-    """(kind, name, help, value) of every metric; value may be {label: value}."""
-    stats = rt.statistics()
-    gw = gateway.statistics()
-    return [
-        ("counter", "callboard_messages_accepted", "Messages acknowledged (all senders)",
-         stats.messages_accepted),
-        ("counter", "callboard_gateway_sends_accepted", "Messages acknowledged to gateway clients",
-         gw.sends_accepted_total),
-        ("counter", "callboard_actor_commits", "Actor steps committed", stats.commits),
-        ("counter", "callboard_store_commits", "Store transactions (one fsync each)",
-         stats.store_batches),
-        ("counter", "callboard_store_operations", "Writes in those transactions",
-         stats.store_operations),
-        ("gauge", "callboard_store_batch_size_max", "Largest group commit so far",
-         stats.store_largest_batch),
-        ("counter", "callboard_store_commit_seconds", "Time in transactions, fsync included",
-         stats.store_seconds),
-        ("gauge", "callboard_actors_active", "Actors in memory", stats.active),
-        ("gauge", "callboard_actors", "Actors by stored status", rt.store.status_counts()),
-        ("counter", "callboard_actor_activations", "Actors brought into memory",
-         stats.activations),
-        ("counter", "callboard_actor_passivations", "Idle actors dropped from memory",
-         stats.passivations),
-        ("counter", "callboard_actor_restarts", "Restarts after crashes", stats.restarts),
-        ("gauge", "callboard_dead_letters", "Messages in the dead letters",
-         rt.store.dead_letter_count()),
-        ("counter", "callboard_lagged_subscriptions", "Subscriptions that fell behind",
-         stats.lagged),
-        ("gauge", "callboard_subscribers", "Event subscriptions in the hub",
-         rt.hub.subscriber_count),
-        ("gauge", "callboard_gateway_connections", "Open gateway connections", gw.connections),
-        ("counter", "callboard_gateway_connections_accepted", "Connections accepted",
-         gw.connections_total),
-        ("counter", "callboard_gateway_lagged", "Subscriptions ended with lagged",
-         gw.lagged_total),
-        ("counter", "callboard_gateway_dropped", "Connections dropped for not reading",
-         gw.dropped_total),
-        ("gauge", "callboard_gateway_queued_frames", "Frames waiting to be written",
-         gw.queued_frames),
-    ]  # fmt: skip
-
-
-async def _serve_metrics(
-    rt: Runtime, gateway: Gateway, host: str, port: int, *, task_status: trio.TaskStatus[str]
-) -> None:
-    """Prometheus exposition on its own port; each scrape samples on the trio thread."""
-    try:
-        from prometheus_client import CollectorRegistry, start_http_server
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-    except ImportError:
-        raise CallboardError(
-            "--metrics-port needs prometheus_client: pip install 'callboard[metrics]'"
-        ) from None
-    token = trio.lowlevel.current_trio_token()
-
-    class Collector:
-        def collect(self) -> Any:
-            try:
-                sampled = trio.from_thread.run(_sample, rt, gateway, trio_token=token)
-            except trio.RunFinishedError:
-                return
-            for kind, name, text, value in sampled:
-                family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-                if isinstance(value, dict):
-                    metric = family(name, text, labels=["status"])
-                    for label, count in sorted(value.items()):
-                        metric.add_metric([label], count)
-                    yield metric
-                else:
-                    yield family(name, text, value=value)
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector())
-    server, thread = start_http_server(port, addr=host, registry=registry)
-    try:
-        shown = f"[{host}]" if ":" in host else host
-        task_status.started(f"http://{shown}:{server.server_port}/metrics")
-        await trio.sleep_forever()
-    finally:
-        with trio.move_on_after(5, shield=True):
-            await trio.to_thread.run_sync(server.shutdown)
-            server.server_close()
-            await trio.to_thread.run_sync(thread.join, 5)

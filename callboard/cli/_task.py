@@ -39,7 +39,14 @@ from ..agent import RunSpec, Succeeded, Terminal
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
 from ..mailbox import Event
-from ._commands import EXIT_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, add_common
+from ._commands import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    add_common,
+    token_of,
+)
 
 __all__ = ["add_parsers", "follow", "run_task", "spec_from_args"]
 
@@ -114,7 +121,7 @@ async def _run(args: argparse.Namespace, spec: RunSpec) -> int:
     try:
         async with connect(
             args.url,
-            args.token,
+            token_of(args),
             client_name=_CLIENT_NAME,
             reconnect=Backoff(give_up_after=_GIVE_UP),
         ) as client:

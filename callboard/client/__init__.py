@@ -13,6 +13,7 @@ from ._client import Backoff as Backoff
 from ._client import Client as Client
 from ._client import Spawned as Spawned
 from ._client import connect as connect
+from ._credentials import find_token as find_token
 from ._errors import ConnectionFailed as ConnectionFailed
 from ._errors import ConnectionLost as ConnectionLost
 from ._errors import ProtocolError as ProtocolError
@@ -40,4 +41,5 @@ __all__ = [
     "TooLarge",
     "Unauthorized",
     "connect",
+    "find_token",
 ]

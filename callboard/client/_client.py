@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,6 +33,7 @@ from ..errors import CallboardError
 from ..mailbox import Ack, Address
 from ..runtime import ActorInfo, ActorView
 from ._connection import Connection, Lost, OnReply
+from ._credentials import find_token
 from ._errors import ConnectionFailed, ConnectionLost
 from ._handshake import connection_errors, open_connection, unwrap_single
 from ._stream import EventStream
@@ -321,6 +323,7 @@ async def connect(
     url: str = DEFAULT_URL,
     token: str | None = None,
     *,
+    token_file: str | os.PathLike[str] | None = None,
     client_name: str = f"callboard-client/{__version__}",
     reconnect: Backoff | None = Backoff(),
     connect_timeout: float = 10.0,
@@ -336,7 +339,10 @@ async def connect(
 
     Args:
         url: ``ws://HOST:PORT/v1``.
-        token: sent as ``Authorization: Bearer``, when the server has one.
+        token: sent as ``Authorization: Bearer``. Without it (or ``token_file``),
+            `find_token` looks in ``$CALLBOARD_TOKEN``, ``$CALLBOARD_TOKEN_FILE``
+            and, for a loopback URL, ``./callboard-data/token``.
+        token_file: a file holding the token.
         client_name: what ``hello`` tells the server this client is.
         connect_timeout: seconds for TCP, the websocket handshake and ``welcome``.
         keepalive: seconds between pings that detect a dead server; None for none.
@@ -346,7 +352,7 @@ async def connect(
     _check_url(url)
     client = Client(
         url,
-        token,
+        find_token(url, token, token_file=token_file),
         client_name=client_name,
         reconnect=reconnect,
         connect_timeout=connect_timeout,

@@ -24,7 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BadRequest, CallboardError, StoreUnavailable, UnknownActor, UnknownKind
+from ..errors import (
+    BadRequest,
+    CallboardError,
+    Forbidden,
+    StoreUnavailable,
+    UnknownActor,
+    UnknownKind,
+)
 
 __all__ = [
     "ConnectionFailed",
@@ -101,6 +108,7 @@ _BY_CODE: dict[str, type[CallboardError]] = {
     "unknown_kind": UnknownKind,
     "unavailable": StoreUnavailable,
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
     "too_large": TooLarge,
     "rate_limited": RateLimited,
 }

@@ -2,8 +2,11 @@
 
 The limits exist so that no client, however slow or hostile, can grow the
 server's memory or stall other clients: each one bounds a queue, a buffer or
-a wait. Binding anything but loopback requires a token (DESIGN.md, "The
-gateway"), and that is refused here, before a socket is opened.
+a wait. Every connection presents a token, loopback included: the one
+given here, else the data directory's own (``<data>/token``, see
+`ensure_operator_token`), or a scoped client token. Binding anything but
+loopback also requires the token to be chosen explicitly, which is checked
+here, before a socket is opened.
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ class GatewayConfig:
     Attributes:
         host: interface to bind; loopback by default. Any other needs ``token``.
         port: TCP port; 0 picks a free one (the real one is in the URL).
-        token: shared secret clients present (header or ``hello``); None = none.
+        token: the operator token clients present (header or ``hello``); None
+            means the data directory's ``token`` file, made on first start.
+            Scoped client tokens (``tokens.json`` there) are accepted either way.
         allowed_origins: browser origins allowed besides the server's own
             ``http://127.0.0.1:PORT`` and ``http://localhost:PORT``.
         max_frame: bytes in one incoming frame; larger ones get ``too_large``.
@@ -99,6 +104,12 @@ class GatewayConfig:
         rate_limit: requests per second allowed per connection (token bucket),
             or None for no limit; excess requests get ``rate_limited``.
         rate_burst: requests a connection may send at once above ``rate_limit``.
+        auth_burst: failed authentications one peer address may make at once;
+            past them its attempts are refused unchecked (``rate_limited``).
+        auth_rate: failed authentications per second a peer regains after that.
+        activation_quota: new actors (a first message to a virtual actor, or
+            a spawn) one token may create per minute, or None for no limit;
+            more get ``rate_limited``.
         list_limit: actors in one ``list`` reply (a request's ``limit`` is
             capped to it); a longer list ends with ``next``, the ``after`` of
             the next page.
@@ -129,13 +140,17 @@ class GatewayConfig:
     rate_limit: float | None = attrs.field(default=None, validator=_positive_or_none)
     rate_burst: int = attrs.field(default=100, validator=_positive_int)
     list_limit: int = attrs.field(default=10_000, validator=_positive_int)
+    auth_burst: int = attrs.field(default=10, validator=_positive_int)
+    auth_rate: float = attrs.field(default=0.1, validator=_positive)
+    activation_quota: int | None = attrs.field(default=1000, validator=v.optional(_positive_int))
 
     def __attrs_post_init__(self) -> None:
         if self.token is None and not is_loopback(self.host):
             raise ValueError(
                 f"binding {self.host or 'every interface'!r} exposes the gateway beyond this "
-                "machine, so it needs a token: pass --token TOKEN or set CALLBOARD_TOKEN "
-                "(GatewayConfig(token=...) when embedding), or bind 127.0.0.1"
+                "machine, so its token must be chosen: pass --token TOKEN or set CALLBOARD_TOKEN "
+                "(or --token-file FILE; GatewayConfig(token=...) when embedding), or bind "
+                "127.0.0.1"
             )
         if self.send_queue <= self.send_reserve:
             raise ValueError(

@@ -22,7 +22,6 @@ The shape follows the traps in ECOSYSTEM.md:
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 import attrs
@@ -33,7 +32,9 @@ from .. import __version__
 from ..errors import CallboardError
 from ..runtime import Runtime
 from . import _frames as f
+from ._access import Access, Refused
 from ._config import GatewayConfig
+from ._grants import Grant, TokenBucket
 from ._held_writes import HeldWrites
 from ._outbox import Outbox
 from ._subscriptions import Counters, Subscriptions
@@ -49,25 +50,6 @@ SERVER = f"callboard/{__version__}"
 _BATCH_CHARS = 64 * 1024
 
 
-class _TokenBucket:
-    """``rate`` requests per second on average, ``burst`` at once."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self._rate = rate
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._at = trio.current_time()
-
-    def take(self) -> bool:
-        now = trio.current_time()
-        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
-        self._at = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-
 class Connection:
     """Serves one accepted websocket until either side closes it."""
 
@@ -79,12 +61,14 @@ class Connection:
         config: GatewayConfig,
         counters: Counters,
         encoder: f.EventEncoder,
+        access: Access,
         *,
         header_token: str | None,
         remote: str,
     ) -> None:
         self.remote = remote
         self.client: str | None = None
+        self.grant: Grant | None = None
         self.outbox = Outbox(
             config.send_queue, reserve=config.send_reserve, max_bytes=config.send_queue_bytes
         )
@@ -94,6 +78,8 @@ class Connection:
         self._cfg = config
         self._counters = counters
         self._header_token = header_token
+        self._access = access
+        self._peer = remote.rsplit(":", 1)[0]
         self._subs = Subscriptions(
             runtime, config, self.outbox, counters, encoder, drop=self.drop, remote=remote
         )
@@ -102,7 +88,7 @@ class Connection:
         self._settled = trio.Event()
         self._settled.set()
         self._bucket = (
-            _TokenBucket(config.rate_limit, config.rate_burst) if config.rate_limit else None
+            TokenBucket(config.rate_limit, config.rate_burst) if config.rate_limit else None
         )
         self._shutdown = trio.Event()
         self._reader = trio.CancelScope()
@@ -264,32 +250,24 @@ class Connection:
                 request.id, "unauthorized",
                 "the first frame must be hello; this connection is closed", "no hello",
             )  # fmt: skip
-        if not self._authorized(request.token):
-            log.warning("refused %s: a wrong or missing token", self.remote)
-            return await self._refuse(
-                request.id, "unauthorized",
-                "wrong or missing token: present it as the header 'Authorization: Bearer "
-                "TOKEN' or as 'token' in hello; this connection is closed", "wrong token",
-            )  # fmt: skip
+        presented = [t for t in (self._header_token, request.token) if t is not None]
+        grant = self._access.authenticate(self._peer, presented)
+        if isinstance(grant, Refused):
+            return await self._refuse(request.id, grant.code, grant.message, "not authenticated")
+        self.grant = grant
         self.client = request.client
         welcome = {"op": "welcome", "id": request.id, "protocol": f.PROTOCOL_VERSION}
         await self.outbox.put(f.encode({**welcome, "server": SERVER}))
-        log.debug("connection from %s said hello as %s", self.remote, request.client)
+        log.debug(
+            "connection from %s said hello as %s with the %s token",
+            self.remote, request.client, grant.name,
+        )  # fmt: skip
         return True
 
     async def _refuse(self, rid: str | None, code: str, message: str, reason: str) -> bool:
         await self.outbox.put(f.encode_error(rid, code, message))
         self.outbox.close_after(1008, reason)
         return False
-
-    def _authorized(self, hello_token: str | None) -> bool:
-        expected = self._cfg.token
-        if expected is None:
-            return True
-        presented = [t for t in (self._header_token, hello_token) if t is not None]
-        return bool(presented) and all(
-            hmac.compare_digest(t.encode(), expected.encode()) for t in presented
-        )
 
     async def _on_frame(self, frame: str | bytes) -> None:
         self._last_heard = trio.current_time()
@@ -348,20 +326,31 @@ class Connection:
             )  # fmt: skip
 
     async def _dispatch(self, request: f.Request) -> str | None:
-        rt = self._rt
+        rt, grant = self._rt, self.grant
+        assert grant is not None  # no request is read before hello
         match request:
             case f.Ping(rid):
                 await trio.lowlevel.checkpoint()
                 return f.encode_ok(rid)
             case f.Send(rid, to, type_, body, key):
+                if not grant.may_write(to):
+                    return self._forbidden(rid, "send to", to)
+                if rt.would_create(to) and not self._access.take_activation(grant):
+                    return self._over_quota(rid, to)
                 ack = await rt.send(to, type_, body, key=key)
                 if not ack.duplicate:
                     self._counters.sends_accepted += 1
                 return f.encode_ok(rid, seq=ack.seq, duplicate=ack.duplicate)
             case f.Spawn(rid, kind, name, spec):
+                if not grant.may_spawn(kind, name):
+                    return self._forbidden(rid, "spawn", f"{kind}/{name or '*'}")
+                if not self._access.take_activation(grant):
+                    return self._over_quota(rid, f"{kind}/{name or '*'}")
                 address = await rt.spawn(kind, spec, name)
                 return f.encode_ok(rid, actor=str(address), existed=address.existed)
-            case f.Subscribe():
+            case f.Subscribe(rid, actor):
+                if not grant.may_read(actor):
+                    return self._forbidden(rid, "subscribe to", actor)
                 assert self._nursery is not None
                 return await self._subs.subscribe(self._nursery, request)
             case f.Unsubscribe(rid, sub_id):
@@ -372,16 +361,41 @@ class Connection:
                     rt.check_kind(kind)
                 limit = min(limit or self._cfg.list_limit, self._cfg.list_limit)
                 rows, next_after = await rt.list_page(kind, status, after=after, limit=limit)
-                actors = [attrs.asdict(row) for row in rows]
+                # A scoped token sees only its own actors (a page may come out short).
+                actors = [attrs.asdict(row) for row in rows if grant.may_read(row.actor)]
                 # ``next`` only when the list goes on: a complete list is the
-                # reply PROTOCOL.md shows, field for field.
+                # reply docs/protocol.md shows, field for field.
                 if next_after is None:
                     return f.encode_ok(rid, actors=actors)
                 return f.encode_ok(rid, actors=actors, next=next_after)
             case f.Inspect(rid, actor):
+                if not grant.may_read(actor):
+                    return self._forbidden(rid, "inspect", actor)
                 view = await rt.inspect(actor)
                 return f.encode_ok(rid, **attrs.asdict(view, recurse=False))
             case f.Stop(rid, actor):
+                if not grant.may_write(actor):
+                    return self._forbidden(rid, "stop", actor)
                 status = await rt.stop(actor)
                 return f.encode_ok(rid, actor=actor, status=status)
         raise AssertionError(f"no handler for {request!r}")  # pragma: no cover
+
+    def _forbidden(self, rid: str, what: str, actor: str) -> str:
+        grant = self.grant
+        assert grant is not None
+        scope = ", ".join(grant.actors)
+        message = (
+            f"the token {grant.name!r} ({grant.access} access to {scope}) may not {what} "
+            f"{actor!r}; ask the operator for a token that reaches it"
+        )
+        return f.encode_error(rid, "forbidden", message)
+
+    def _over_quota(self, rid: str, actor: str) -> str:
+        grant = self.grant
+        assert grant is not None
+        quota = self._cfg.activation_quota
+        message = (
+            f"the token {grant.name!r} has created {quota} new actors in the last minute, "
+            f"its activation_quota (--activation-quota); {actor!r} was not created: retry later"
+        )
+        return f.encode_error(rid, "rate_limited", message)

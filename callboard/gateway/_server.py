@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import Path
 from typing import NoReturn
 
 import attrs
@@ -29,11 +30,14 @@ from trio_websocket import WebSocketRequest, wrap_server_stream
 from wsproto.utilities import LocalProtocolError
 
 from ..runtime import Runtime
+from ._access import Access
 from ._config import GatewayConfig
 from ._connection import Connection
 from ._frames import EventEncoder
+from ._grants import FailureLimiter, TokenBucket
 from ._held_writes import HeldWrites
 from ._subscriptions import Counters
+from ._tokens import CLIENT_TOKENS_FILE, TokenFile, ensure_operator_token, read_token
 
 __all__ = ["Gateway", "GatewayStatistics", "serve_gateway"]
 
@@ -92,6 +96,8 @@ class Gateway:
         self._refused = 0
         self._peak = 0
         self._origins: frozenset[str] = frozenset()
+        self._access: Access | None = None
+        self._operator_token: str | None = None
         self._closing = False
         self._stop = trio.Event()
         self._emptied = trio.Event()
@@ -121,6 +127,7 @@ class Gateway:
         The URL is ``ws://HOST:PORT/v1`` with the real port (``port=0`` picks one).
         """
         cfg = self.config
+        self._access = self._load_tokens()
         listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host or None)
         if cfg.port == 0 and len(listeners) > 1:
             # One name, several addresses: each got its own free port. Keep one.
@@ -150,6 +157,29 @@ class Gateway:
                     for listener in listeners:  # serve_listeners closes them too; twice is fine
                         await listener.aclose()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @property
+    def operator_token(self) -> str:
+        """The operator token connections may present; known once `serve` has started."""
+        if self._operator_token is None:
+            raise RuntimeError("the gateway has not started: its token is read when it starts")
+        return self._operator_token
+
+    def _load_tokens(self) -> Access:
+        """The operator token (made in the data directory if none was given) and
+        the client tokens; once, before listening."""
+        data = Path(self.runtime.settings["data_dir"])
+        token = self.config.token
+        if token is None:
+            token = read_token(ensure_operator_token(data))
+        self._operator_token = token
+        cfg = self.config
+        quota = cfg.activation_quota
+        return Access(
+            TokenFile(token, data / CLIENT_TOKENS_FILE),
+            FailureLimiter(cfg.auth_burst, cfg.auth_rate),
+            (lambda: TokenBucket(quota / 60, quota)) if quota is not None else None,
+        )
 
     async def _hold_connections(self, task_status: trio.TaskStatus[trio.Nursery]) -> None:
         cfg = self.config
@@ -214,8 +244,9 @@ class Gateway:
         if deadline.cancelled_caught:
             log.info("dropped %s: no handshake within %s s", remote, cfg.handshake_timeout)
             return
+        assert self._access is not None
         conn = Connection(
-            ws, writes, self.runtime, cfg, self._counters, self._encoder,
+            ws, writes, self.runtime, cfg, self._counters, self._encoder, self._access,
             header_token=_bearer(request), remote=remote,
         )  # fmt: skip
         self._accepted += 1

@@ -19,11 +19,13 @@ from ._accumulate import ToolCall as ToolCall
 from ._accumulate import accumulate as accumulate
 from ._client import ChatClient as ChatClient
 from ._client import RetryNotice as RetryNotice
+from ._failures import API_KEY_ENV_VARS as API_KEY_ENV_VARS
 from ._sse import EventStreamDecoder as EventStreamDecoder
 from ._sse import ServerSentEvent as ServerSentEvent
 from ._sse import iter_events as iter_events
 
 __all__ = [
+    "API_KEY_ENV_VARS",
     "AssistantReply",
     "ChatClient",
     "ChunkAccumulator",

@@ -78,6 +78,8 @@ class ChatClient:
     ``api_key`` defaults to ``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``,
     read at each call (so a fixed environment needs no new client); with no key
     at all no ``Authorization`` header is sent (local servers need none).
+    ``key_from_env=False`` sends ``api_key`` or nothing: the agent decides
+    which URL may see which key (``callboard.agent``), not the environment.
 
     ``max_attempts`` counts the first try. Backoff before attempt n+1 is
     ``min(backoff_max, backoff_initial * 2**(n-1))`` scaled by a random factor
@@ -91,6 +93,7 @@ class ChatClient:
     """
 
     api_key: str | None = attrs.field(default=None, repr=False)
+    key_from_env: bool = True
     max_attempts: int = attrs.field(default=5, validator=attrs.validators.ge(1))
     backoff_initial: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
     backoff_max: float = attrs.field(default=8.0, validator=attrs.validators.ge(0))
@@ -204,6 +207,8 @@ class ChatClient:
     def _resolve_key(self) -> tuple[str | None, str]:
         if self.api_key:
             return self.api_key.strip(), "the api_key argument"
+        if not self.key_from_env:
+            return None, ""
         for name in API_KEY_ENV_VARS:
             value = os.environ.get(name, "").strip()
             if value:

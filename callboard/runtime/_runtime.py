@@ -235,6 +235,15 @@ class Runtime:
         self.check_kind(kind)
         return kind if self._kinds[kind].virtual else None
 
+    def would_create(self, address: str) -> bool:
+        """True when a message to ``address`` would bring a new actor into being
+        (a virtual kind with no actor there yet); for quotas, so not a promise."""
+        kind, _ = parse_address(address)
+        cls = self._kinds.get(kind)
+        if cls is None or not cls.virtual or address in self._cells:
+            return False
+        return self.store.actor(address) is None
+
     def _kind_of(self, address: str) -> type[Actor]:
         kind, _ = parse_address(address)
         self.check_kind(kind)
@@ -309,6 +318,7 @@ class Runtime:
             if spec is not None and not isinstance(spec, dict):
                 raise BadRequest(f"the spec for {address!r} must be a JSON object, got {spec!r}")
             encode_body(spec, what=f"the spec for {address!r}")
+            cls.check_spec(spec, self.settings)
             return spec
         try:
             typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
@@ -319,6 +329,7 @@ class Runtime:
                 f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
                 f"{structure_error(exc)}"
             ) from None
+        cls.check_spec(typed, self.settings)
         return converter.unstructure(typed)
 
     async def stop(self, address: str) -> str:

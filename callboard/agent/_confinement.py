@@ -1,0 +1,113 @@
+"""What a spec may ask for: workspaces under the operator's roots, model URLs and keys.
+
+A spec comes from whoever spawns the actor; the limits come from the host
+(``ctx.settings``, set by ``callboard serve`` or the embedding app), so a
+spec can never widen them. The settings read here, each optional:
+
+- ``workspace_roots``: directories a workspace must lie in (``--workspace-root``).
+  Absent: anywhere. Either way ``/`` is refused unless it is itself a root,
+  and so is a workspace inside the data directory.
+- ``model_url``: the configured model URL; the server's own key
+  (``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``) is sent there and
+  nowhere else.
+- ``allowed_model_urls``: other URLs a spec may name (``--allow-model-url``).
+  Absent: any URL may be named. A URL other than ``model_url`` gets no key
+  unless the spec names one by ``api_key_env``:
+- ``allowed_key_envs``: environment variables a spec's ``api_key_env`` may
+  name (``--allow-key-env``); the key is read from the server's environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecRefused
+from ..llm import API_KEY_ENV_VARS
+
+__all__ = ["check_model", "check_workspace", "configured_model_url", "model_key"]
+
+
+def _norm(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_workspace(workspace: str, settings: Mapping[str, Any]) -> None:
+    """Refuse ``workspace`` unless it lies under an allowed root (`SpecRefused`)."""
+    # realpath follows every link, so a link under a root cannot lead out of it.
+    path = Path(os.path.realpath(workspace))
+    roots_setting = settings.get("workspace_roots")
+    roots = [Path(os.path.realpath(r)) for r in roots_setting or ()]
+    shown = ", ".join(repr(str(r)) for r in roots)
+    if path == Path("/") and Path("/") not in roots:
+        raise SpecRefused(
+            "'/' is never a workspace unless the operator names it with --workspace-root /"
+            + (f"; the workspace roots are {shown}" if roots else "")
+        )
+    data = settings.get("data_dir")
+    if data and _under(path, Path(os.path.realpath(data))):
+        raise SpecRefused(
+            f"the workspace {workspace!r} is inside the server's data directory; pick "
+            "a directory outside it"
+        )
+    if roots_setting is not None and not any(_under(path, root) for root in roots):
+        raise SpecRefused(
+            f"the workspace {workspace!r} is outside every workspace root ({shown or 'none'}); "
+            "pick a directory under one, or have the operator add a root with "
+            "--workspace-root DIR"
+        )
+
+
+def configured_model_url(settings: Mapping[str, Any]) -> str | None:
+    """The model URL the host was configured with, if any."""
+    return settings.get("model_url") or os.environ.get("CALLBOARD_MODEL_URL") or None
+
+
+def check_model(base_url: str | None, api_key_env: str | None, settings: Mapping[str, Any]) -> None:
+    """Refuse a spec's model URL or key variable that the operator did not allow."""
+    configured = configured_model_url(settings)
+    allowed = settings.get("allowed_model_urls")
+    if (
+        base_url
+        and allowed is not None
+        and (configured is None or _norm(base_url) != _norm(configured))
+    ):
+        if _norm(base_url) not in {_norm(u) for u in allowed}:
+            named = [u for u in (configured, *allowed) if u]
+            raise SpecRefused(
+                f"the model URL {base_url!r} is not allowed: a spec may name the configured "
+                f"--model-url or one allowed with --allow-model-url (now: "
+                f"{', '.join(map(repr, named)) or 'none'})"
+            )
+    if api_key_env is not None:
+        envs = settings.get("allowed_key_envs") or ()
+        if api_key_env not in envs:
+            raise SpecRefused(
+                f"'api_key_env' names {api_key_env!r}, which the operator did not allow: "
+                f"allow it with --allow-key-env {api_key_env} (now allowed: "
+                f"{', '.join(map(repr, envs)) or 'none'})"
+            )
+
+
+def model_key(
+    base_url: str | None, api_key_env: str | None, settings: Mapping[str, Any]
+) -> str | None:
+    """The key to send to ``base_url``: the server's own only for the configured URL,
+    an allowed ``api_key_env``'s value for others, else none."""
+    if api_key_env is not None:
+        if api_key_env in (settings.get("allowed_key_envs") or ()):
+            return os.environ.get(api_key_env, "").strip() or None
+        return None
+    configured = configured_model_url(settings)
+    if base_url and configured and _norm(base_url) == _norm(configured):
+        for name in API_KEY_ENV_VARS:
+            value = os.environ.get(name, "").strip()
+            if value:
+                return value
+    return None
