@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = ("_serve", "_commands", "_jobs", "_task", "_repl")
+_MODULES = ("_serve", "_commands", "_jobs", "_task", "_repl", "_token")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -181,6 +181,8 @@ def add_client_token(
     Raises:
         BadRequest: a bad name, access or pattern, or a name already in use.
     """
+    if name == "operator":
+        raise BadRequest("'operator' names the operator token; pick another name")
     if not name or len(name) > 64 or not set(name) <= _NAME_CHARS:
         raise BadRequest(f"a token name is 1-64 letters, digits, '-', '_' or '.', got {name!r}")
     if access not in ("read", "write"):
