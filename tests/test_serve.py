@@ -5,100 +5,20 @@ subscriber that resumes across a SIGKILL and a restart on the same data."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
 import trio
 from gateway_wire import connect
+from serve_helpers import LINE, connect_to, serving
+from serve_helpers import serve_env as _env
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 from websockets.uri import parse_uri
-
-TESTS = Path(__file__).parent
-LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:\d+/v1) with data in (\S+?)(,|$)")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TOKEN"}
-    return {**env, "PYTHONPATH": str(TESTS), **extra}
-
-
-@attrs.define
-class Serving:
-    """A running `callboard serve`: its process, URL, first line and stderr so far."""
-
-    process: trio.Process
-    url: str
-    line: str
-    token: str | None
-    stderr: list[str] = attrs.Factory(list)
-    _grew: trio.Event = attrs.Factory(trio.Event)
-
-    async def wait_logged(self, text: str) -> None:
-        while not any(text in line for line in self.stderr):
-            self._grew = trio.Event()
-            await self._grew.wait()
-
-    async def read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        pending = b""
-        async for chunk in self.process.stderr:
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            self.stderr.extend(line.decode() for line in lines)
-            self._grew.set()
-
-
-async def _read_line(stream: trio.abc.ReceiveStream) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = await stream.receive_some(1)
-        assert chunk, f"callboard serve closed its stdout after {data!r}"
-        data += chunk
-    return data.decode().rstrip("\n")
-
-
-def connect_to(served: Serving, **options: Any):
-    """A `gateway_wire` client presenting the server's own token, from its data directory."""
-    return connect(served.url, token=served.token, header_token=served.token, **options)
-
-
-@asynccontextmanager
-async def serving(data: Path, *extra: str, env: dict[str, str] | None = None
-                  ) -> AsyncIterator[Serving]:  # fmt: skip
-    command = [sys.executable, "-m", "callboard", "serve", "--data", str(data), "--port", "0",
-               "--kind", "gateway_kinds:Counter", *extra]  # fmt: skip
-    process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or _env()
-    )
-    try:
-        async with trio.open_nursery() as nursery:
-            assert process.stdout is not None
-            line = await _read_line(process.stdout)
-            match = LINE.match(line)
-            assert match is not None, line
-            token_file = data / "token"  # made on the first start, unless the env names one
-            token = token_file.read_text().strip() if token_file.exists() else None
-            served = Serving(process, match.group(1), line, token)
-            nursery.start_soon(served.read_stderr)
-            yield served
-            nursery.cancel_scope.cancel()
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.move_on_after(5, shield=True):
-            await process.wait()
 
 
 async def test_serve_prints_one_line_answers_and_exits_0_on_sigterm_releasing_the_data(
