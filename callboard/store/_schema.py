@@ -19,6 +19,11 @@ __all__ = ["SCHEMA_VERSION", "prepare"]
 
 # Each statement creates only what is missing: on a migrated database they
 # add the tables of this version and leave the migrated ones alone.
+#
+# ``timers.id`` is AUTOINCREMENT: a fired timer is sent with the key
+# ``timer:{id}`` (see ``fire_timers``), remembered for the key window, and a
+# plain INTEGER PRIMARY KEY hands the id of a deleted row to the next one, whose
+# message that key would then drop as a duplicate.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actors (
     address TEXT PRIMARY KEY,
@@ -66,7 +71,7 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (address, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS timers (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     address TEXT NOT NULL,
     due REAL NOT NULL,
     type TEXT NOT NULL,
@@ -98,11 +103,42 @@ CREATE TABLE IF NOT EXISTS logs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
+    """Version 1 to 2: ``timers.id`` becomes AUTOINCREMENT (see ``SCHEMA``).
+
+    SQLite cannot add AUTOINCREMENT to a table, so the table is rebuilt with
+    its rows and their ids. The sequence then starts past every id a fired
+    timer's remembered key names, not only past the ids still pending.
+    """
+    if not _has_table(conn, "timers"):
+        return  # version 1 died before it made it: ``SCHEMA`` makes it new
+    conn.execute(
+        "CREATE TABLE timers_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT, address TEXT NOT NULL, "
+        "due REAL NOT NULL, type TEXT NOT NULL, body BLOB NOT NULL, key TEXT)"
+    )
+    conn.execute(
+        "INSERT INTO timers_v2 (id, address, due, type, body, key) "
+        "SELECT id, address, due, type, body, key FROM timers"
+    )
+    conn.execute("DROP TABLE timers")  # and its indexes, which ``SCHEMA`` makes again
+    conn.execute("ALTER TABLE timers_v2 RENAME TO timers")
+    # Keys of the form ``timer:`` and up to 18 digits only: a sender's own key
+    # that merely looks like one must not push the sequence to its end.
+    (last,) = conn.execute(
+        "SELECT MAX(COALESCE((SELECT MAX(id) FROM timers), 0), COALESCE((SELECT "
+        "MAX(CAST(substr(key, 7) AS INTEGER)) FROM keys WHERE key GLOB 'timer:[0-9]*' "
+        "AND NOT substr(key, 7) GLOB '*[^0-9]*' AND length(key) <= 24), 0))"
+    ).fetchone()
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('timers', 'timers_v2')")
+    conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('timers', ?)", (last,))
+
 
 # ``MIGRATIONS[n]`` takes a database of version ``n`` to version ``n + 1``,
 # inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _timers_never_reuse_an_id}
 
 
 def prepare(conn: sqlite3.Connection, directory: Path) -> None:
@@ -125,16 +161,21 @@ def prepare(conn: sqlite3.Connection, directory: Path) -> None:
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return row.fetchone() is not None
 
 
 def _found_version(conn: sqlite3.Connection) -> str | None:
     """The version ``meta`` records; None for a database with no tables at all."""
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'").fetchone() is None:
         return None
-    if "meta" in tables:
+    if _has_table(conn, "meta"):
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is not None:
             return row[0]

@@ -460,7 +460,8 @@ def fire_timers(
     for timer_id, address, type_, body, _key in due:
         conn.execute("DELETE FROM timers WHERE id = ?", (timer_id,))
         # The timer key is scoped to timers; the mailbox key makes a fired
-        # timer idempotent should the same timer row ever be read twice.
+        # timer idempotent should the same timer row ever be read twice. It
+        # names this timer alone: ids are never reused (see ``_schema.SCHEMA``).
         acks.append(
             _send_or_dead_letter(
                 conn, w, Enqueue(address, type_, body, sender=address, key=f"timer:{timer_id}"), now
