@@ -25,6 +25,7 @@ from .errors import BadMessage as BadMessage
 from .errors import BadRequest as BadRequest
 from .errors import CallboardError as CallboardError
 from .errors import CrashReason as CrashReason
+from .errors import DataDirectoryIncompatible as DataDirectoryIncompatible
 from .errors import DataDirectoryLocked as DataDirectoryLocked
 from .errors import Escalation as Escalation
 from .errors import Forbidden as Forbidden
@@ -68,6 +69,7 @@ __all__ = [
     "ChildSpec",
     "Context",
     "CrashReason",
+    "DataDirectoryIncompatible",
     "DataDirectoryLocked",
     "DeadLetter",
     "DeadlineExceeded",

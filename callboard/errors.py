@@ -15,6 +15,7 @@ The tree::
     ├── StateError                                   a snapshot that does not structure
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
     ├── DataDirectoryLocked                          another process owns the data directory
+    ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
     ├── RuntimeClosed                                the runtime is shutting down
     ├── Lagged                                       a subscriber fell behind its buffer
     ├── ModelError                                   a model call failed (see ``retryable``)
@@ -40,6 +41,7 @@ __all__ = [
     "BadRequest",
     "CallboardError",
     "CrashReason",
+    "DataDirectoryIncompatible",
     "DataDirectoryLocked",
     "Escalation",
     "Forbidden",
@@ -128,6 +130,11 @@ class StoreUnavailable(CallboardError):
 
 class DataDirectoryLocked(CallboardError):
     """Another live process owns the data directory."""
+
+
+class DataDirectoryIncompatible(CallboardError):
+    """The data directory has a schema version this callboard does not know
+    (a newer callboard wrote it); nothing in it was changed."""
 
 
 class RuntimeClosed(CallboardError):

@@ -32,6 +32,7 @@ from ._records import (
     MailboxRecord,
     StoredAck,
 )
+from ._schema import prepare as prepare_schema
 
 __all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
 
@@ -129,11 +130,8 @@ class SqliteStore:
         path = self.directory / "callboard.sqlite3"
         fresh = not path.exists()
         self._writer = _connect(path)
-        self._writer.executescript(ops.SCHEMA)
+        prepare_schema(self._writer, self.directory)
         self._writer.execute("PRAGMA busy_timeout=0")
-        self._writer.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (ops.SCHEMA_VERSION,)
-        )
         if fresh:
             _fsync_directory(self.directory)
         self._reader = _connect(path)

@@ -19,87 +19,6 @@ import orjson
 from ..errors import ActorStopped, UnknownActor
 from ._records import Commit, CommitResult, Enqueue, NewEvent, StoredAck
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS actors (
-    address TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    spec BLOB,
-    status TEXT NOT NULL DEFAULT 'idle',
-    final INTEGER NOT NULL DEFAULT 0,
-    state BLOB,
-    state_version INTEGER NOT NULL DEFAULT 0,
-    cursor INTEGER NOT NULL DEFAULT 0,
-    mailbox_head INTEGER NOT NULL DEFAULT 0,
-    event_head INTEGER NOT NULL DEFAULT 0,
-    restarts INTEGER NOT NULL DEFAULT 0,
-    busy INTEGER NOT NULL DEFAULT 0,
-    last_error BLOB,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS actors_kind ON actors(kind);
-CREATE INDEX IF NOT EXISTS actors_work ON actors(final, busy);
-CREATE TABLE IF NOT EXISTS mailbox (
-    address TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    body BLOB NOT NULL,
-    sender TEXT,
-    key TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    at REAL NOT NULL,
-    PRIMARY KEY (address, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS keys (
-    address TEXT NOT NULL,
-    key TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (address, key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS keys_at ON keys(at);
-CREATE TABLE IF NOT EXISTS events (
-    address TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    data BLOB NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (address, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS timers (
-    id INTEGER PRIMARY KEY,
-    address TEXT NOT NULL,
-    due REAL NOT NULL,
-    type TEXT NOT NULL,
-    body BLOB NOT NULL,
-    key TEXT
-);
-CREATE INDEX IF NOT EXISTS timers_due ON timers(due);
-CREATE UNIQUE INDEX IF NOT EXISTS timers_key ON timers(address, key) WHERE key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id INTEGER PRIMARY KEY,
-    address TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    body BLOB NOT NULL,
-    sender TEXT,
-    key TEXT,
-    attempts INTEGER NOT NULL,
-    error BLOB NOT NULL,
-    at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS dead_letters_address ON dead_letters(address);
-CREATE TABLE IF NOT EXISTS logs (
-    address TEXT NOT NULL,
-    log TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (address, log, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-SCHEMA_VERSION = "1"
-
 # What ``flush`` writes for an actor with deferred steps (see ``WriterState``).
 _STEP_UPDATE = (
     "UPDATE actors SET state = COALESCE(?, state), state_version = COALESCE(?, state_version), "
@@ -541,7 +460,8 @@ def fire_timers(
     for timer_id, address, type_, body, _key in due:
         conn.execute("DELETE FROM timers WHERE id = ?", (timer_id,))
         # The timer key is scoped to timers; the mailbox key makes a fired
-        # timer idempotent should the same timer row ever be read twice.
+        # timer idempotent should the same timer row ever be read twice. It
+        # names this timer alone: ids are never reused (see ``_schema.SCHEMA``).
         acks.append(
             _send_or_dead_letter(
                 conn, w, Enqueue(address, type_, body, sender=address, key=f"timer:{timer_id}"), now

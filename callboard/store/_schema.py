@@ -1,0 +1,203 @@
+"""The database's tables, the schema version they make, and the migrations to it.
+
+A data directory records the version of its schema in ``meta``. Opening it
+(`prepare`) creates the tables of a fresh one, migrates one of an older
+version to this one in the same transaction as the version it writes (a
+crash leaves the old version or the new, never half of one), and refuses
+one of a version this callboard does not know, changing nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import DataDirectoryIncompatible
+
+__all__ = ["SCHEMA_VERSION", "prepare"]
+
+# Each statement creates only what is missing: on a migrated database they
+# add the tables of this version and leave the migrated ones alone.
+#
+# ``timers.id`` is AUTOINCREMENT: a fired timer is sent with the key
+# ``timer:{id}`` (see ``fire_timers``), remembered for the key window, and a
+# plain INTEGER PRIMARY KEY hands the id of a deleted row to the next one, whose
+# message that key would then drop as a duplicate.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS actors (
+    address TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    spec BLOB,
+    status TEXT NOT NULL DEFAULT 'idle',
+    final INTEGER NOT NULL DEFAULT 0,
+    state BLOB,
+    state_version INTEGER NOT NULL DEFAULT 0,
+    cursor INTEGER NOT NULL DEFAULT 0,
+    mailbox_head INTEGER NOT NULL DEFAULT 0,
+    event_head INTEGER NOT NULL DEFAULT 0,
+    restarts INTEGER NOT NULL DEFAULT 0,
+    busy INTEGER NOT NULL DEFAULT 0,
+    last_error BLOB,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actors_kind ON actors(kind);
+CREATE INDEX IF NOT EXISTS actors_work ON actors(final, busy);
+CREATE TABLE IF NOT EXISTS mailbox (
+    address TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    sender TEXT,
+    key TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    at REAL NOT NULL,
+    PRIMARY KEY (address, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS keys (
+    address TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (address, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS keys_at ON keys(at);
+CREATE TABLE IF NOT EXISTS events (
+    address TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data BLOB NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (address, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    address TEXT NOT NULL,
+    due REAL NOT NULL,
+    type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    key TEXT
+);
+CREATE INDEX IF NOT EXISTS timers_due ON timers(due);
+CREATE UNIQUE INDEX IF NOT EXISTS timers_key ON timers(address, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY,
+    address TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    sender TEXT,
+    key TEXT,
+    attempts INTEGER NOT NULL,
+    error BLOB NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_address ON dead_letters(address);
+CREATE TABLE IF NOT EXISTS logs (
+    address TEXT NOT NULL,
+    log TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (address, log, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+SCHEMA_VERSION = 2
+
+
+def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
+    """Version 1 to 2: ``timers.id`` becomes AUTOINCREMENT (see ``SCHEMA``).
+
+    SQLite cannot add AUTOINCREMENT to a table, so the table is rebuilt with
+    its rows and their ids. The sequence then starts past every id a fired
+    timer's remembered key names, not only past the ids still pending.
+    """
+    if not _has_table(conn, "timers"):
+        return  # version 1 died before it made it: ``SCHEMA`` makes it new
+    conn.execute(
+        "CREATE TABLE timers_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT, address TEXT NOT NULL, "
+        "due REAL NOT NULL, type TEXT NOT NULL, body BLOB NOT NULL, key TEXT)"
+    )
+    conn.execute(
+        "INSERT INTO timers_v2 (id, address, due, type, body, key) "
+        "SELECT id, address, due, type, body, key FROM timers"
+    )
+    conn.execute("DROP TABLE timers")  # and its indexes, which ``SCHEMA`` makes again
+    conn.execute("ALTER TABLE timers_v2 RENAME TO timers")
+    # Keys of the form ``timer:`` and up to 18 digits only: a sender's own key
+    # that merely looks like one must not push the sequence to its end.
+    (last,) = conn.execute(
+        "SELECT MAX(COALESCE((SELECT MAX(id) FROM timers), 0), COALESCE((SELECT "
+        "MAX(CAST(substr(key, 7) AS INTEGER)) FROM keys WHERE key GLOB 'timer:[0-9]*' "
+        "AND NOT substr(key, 7) GLOB '*[^0-9]*' AND length(key) <= 24), 0))"
+    ).fetchone()
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('timers', 'timers_v2')")
+    conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('timers', ?)", (last,))
+
+
+# ``MIGRATIONS[n]`` takes a database of version ``n`` to version ``n + 1``,
+# inside the open transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _timers_never_reuse_an_id}
+
+
+def prepare(conn: sqlite3.Connection, directory: Path) -> None:
+    """Bring the database on ``conn`` to `SCHEMA_VERSION`, in one transaction.
+
+    Raises `DataDirectoryIncompatible`, changing nothing, if the database has
+    a version this callboard does not know.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = _found_version(conn)
+        version = _known_version(found, directory)
+        for step in range(version, SCHEMA_VERSION):
+            MIGRATIONS[step](conn)
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return row.fetchone() is not None
+
+
+def _found_version(conn: sqlite3.Connection) -> str | None:
+    """The version ``meta`` records; None for a database with no tables at all."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'").fetchone() is None:
+        return None
+    if _has_table(conn, "meta"):
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is not None:
+            return row[0]
+    # Version 1 created its tables before it wrote its version, each in a
+    # transaction of its own: a process that died between them left these.
+    return "1"
+
+
+def _known_version(found: str | None, directory: Path) -> int:
+    if found is None:
+        return SCHEMA_VERSION
+    version = int(found) if found.isascii() and found.isdigit() else None
+    if version is None or version < 1:
+        raise DataDirectoryIncompatible(
+            f"the data directory {str(directory)!r} has schema version {found!r}, which no "
+            f"callboard writes (this one supports versions 1 to {SCHEMA_VERSION}); "
+            "restore it from a backup or use another directory"
+        )
+    if version > SCHEMA_VERSION:
+        raise DataDirectoryIncompatible(
+            f"the data directory {str(directory)!r} has schema version {version}, newer than "
+            f"version {SCHEMA_VERSION} that this callboard supports; open it with the newer "
+            "callboard that wrote it, or use another directory"
+        )
+    return version
