@@ -92,3 +92,13 @@ async def test_metrics_need_the_token_and_a_host_naming_the_server(tmp_path, hos
                 lambda: _scrape(url, host=host and host.format(port=port), token=presented)
             )
     assert got == status
+
+
+async def test_metrics_beyond_loopback_need_a_token_the_operator_chose(tmp_path):
+    data = tmp_path / "data"
+    with trio.fail_after(20):
+        done = await cli("serve", "--data", str(data), "--port", "0", "--metrics-port", "0",
+                         "--metrics-host", "0.0.0.0", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2
+    assert b"--metrics-host '0.0.0.0' exposes the metrics beyond this machine" in done.stderr
+    assert not data.exists()

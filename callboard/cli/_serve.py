@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from .. import Actor, CallboardError, open_runtime
-from ..gateway import Gateway, GatewayConfig, read_token
+from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ._metrics import serve_metrics
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
@@ -128,6 +128,12 @@ def run_serve(args: argparse.Namespace) -> int:
         token = _chosen_token(args)
         quota = args.activation_quota or None
         config = GatewayConfig(host=args.host, port=args.port, token=token, activation_quota=quota)
+        if args.metrics_port is not None and token is None and not is_loopback(args.metrics_host):
+            raise ValueError(
+                f"--metrics-host {args.metrics_host!r} exposes the metrics beyond this machine, "
+                "so the token must be chosen: pass --token-file FILE or set CALLBOARD_TOKEN, "
+                "or serve the metrics on 127.0.0.1"
+            )
         kinds = [load_kind(spec) for spec in args.kind]
     except (ValueError, CallboardError) as exc:
         print(f"callboard serve: {exc}", file=sys.stderr)
