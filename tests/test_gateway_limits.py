@@ -1,6 +1,7 @@
 """Limits at the door, over a real connection: a frame is refused when a later
 stage could not carry what it holds (nesting past what frames can encode) or
-would carry it changed (a key given twice, an integer past 64 bits)."""
+would carry it changed (a key given twice, an integer past 64 bits); and an
+event that cannot be encoded, stored before these limits, ends no stream."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from gateway_wire import connect, open_gateway
 import callboard
 from callboard.gateway import Gateway
 from callboard.mailbox import MAX_DEPTH
+from callboard.store import Commit, NewEvent, dumps, open_sqlite_store
 
+AT = 1_700_000_000.0  # 2023-11-14T22:13:20.000Z
 RANGE = "(-9223372036854775808 to 18446744073709551615); send it as a string"
 REPEATED = "give each key once (a repeated key would silently replace the first)"
 
@@ -75,6 +78,66 @@ async def test_the_deepest_body_allowed_goes_through_send_handling_emit_live_and
     assert {k: v for k, v in replayed.items() if k != "sub"} == {
         k: v for k, v in heard.items() if k != "sub"
     }
+
+
+async def test_a_stored_event_that_cannot_be_encoded_comes_as_a_stand_in_and_streams_go_on(
+    tmp_path,
+):
+    data = tmp_path / "data"
+    with trio.fail_after(10):
+        # Written as an older version could have: its door let a 254-deep body in,
+        # and the event frame would add one level more than orjson encodes.
+        async with open_sqlite_store(data) as store:
+            await store.spawn("keeper/old", "keeper", b"null")
+            deep, after = NewEvent("noted", dumps(nest(254)), AT), NewEvent("noted", b"2", AT)
+            await store.commit(Commit("keeper/old", events=(deep, after)))
+        async with open_gateway(data) as (_, gateway), connect(gateway.url) as client:
+            replay = await client.ok("subscribe", actor="keeper/old", after=0)
+            stand_in, second = await client.events(replay["sub"], 2)
+            live = await client.ok("subscribe", actor="keeper/old")
+            await client.ok("send", to="keeper/old", type="note", body="live")
+            replayed_on = await client.events(replay["sub"], 2)
+            heard = await client.events(live["sub"], 2)
+            again = await client.ok("subscribe", actor="keeper/old", after=0)
+            (stand_in_again,) = await client.events(again["sub"], 1)
+            assert await client.ok("ping") == {}
+    assert stand_in == {
+        "op": "event", "sub": replay["sub"], "actor": "keeper/old", "seq": 1, "type": "noted",
+        "data": None, "at": "2023-11-14T22:13:20.000Z",
+        "error": {
+            "code": "unencodable",
+            "message": "event 1 of 'keeper/old' cannot be encoded as JSON (Recursion limit "
+            "reached); it is sent without its data",
+        },
+    }  # fmt: skip
+    assert (second["seq"], second["data"]) == (2, 2)
+    assert live["head"] == 2
+    assert [(e["seq"], e["type"]) for e in replayed_on] == [(3, "actor.started"), (4, "noted")]
+    assert [(e["seq"], e["type"]) for e in heard] == [(3, "actor.started"), (4, "noted")]
+    assert heard[1]["data"] == "live"
+    assert stand_in_again == {**stand_in, "sub": again["sub"]}
+
+
+async def test_an_ephemeral_event_that_cannot_be_encoded_does_not_end_the_live_stream(served):
+    _, gateway = served
+    with trio.fail_after(5):
+        async with connect(gateway.url) as client:
+            sub = await client.ok("subscribe", actor="digger/d")
+            await client.ok("send", to="digger/d", type="dig", body={"depth": 254})
+            frames = await client.events(sub["sub"], 3)
+            await client.ok("send", to="digger/d", type="dig", body={"depth": 3})
+            after = await client.events(sub["sub"], 2)
+    assert [(f["seq"], f["type"]) for f in frames] == [
+        (1, "actor.started"), (None, "dig.deep"), (2, "dug"),
+    ]  # fmt: skip
+    assert (frames[1]["data"], frames[1]["error"]["code"]) == (None, "unencodable")
+    assert frames[1]["error"]["message"] == (
+        "an ephemeral event of 'digger/d' cannot be encoded as JSON (Recursion limit reached); "
+        "it is sent without its data"
+    )
+    assert [(f["seq"], f["type"], f["data"]) for f in after] == [
+        (None, "dig.deep", nest(3)), (3, "dug", {"depth": 3}),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -391,6 +391,10 @@ class EventEncoder:
     forwarders run interleaved, so remembering the last ``size`` events
     spares re-encoding one event for each of a hundred subscribers. Only
     ``sub`` differs between their frames.
+
+    An event that cannot be encoded (stored by an older version that let
+    deeper data in, or ephemeral data that is no JSON) is sent as a stand-in
+    (`_unencodable`): one bad event must not end every stream that reaches it.
     """
 
     def __init__(self, size: int = 256) -> None:
@@ -402,11 +406,29 @@ class EventEncoder:
         if hit is not None and hit[0] is event:  # held here, so its id is not reused
             body = hit[1]
         else:
-            body = encode(event.to_json())
+            try:
+                body = encode(event.to_json())
+            except TypeError as exc:
+                body = _unencodable(event, exc)
             if len(self._bodies) >= self._size:
                 del self._bodies[next(iter(self._bodies))]  # the oldest
             self._bodies[id(event)] = (event, body)
         return f'{{"op":"event","sub":{orjson.dumps(sub).decode()},{body[1:]}'
+
+
+def _unencodable(event: Event, exc: TypeError) -> str:
+    """The stand-in for ``event`` when JSON cannot hold it: ``data`` null and an
+    ``error`` (code ``unencodable``) that says why. The stream goes on past it."""
+    which = f"event {event.seq}" if event.seq is not None else "an ephemeral event"
+    message = (
+        f"{which} of {event.actor!r} cannot be encoded as JSON ({exc}); it is sent without its data"
+    )
+    frame = {**event.to_json(), "data": None, "error": {"code": "unencodable", "message": message}}
+    try:
+        return encode(frame)
+    except TypeError:  # the type itself: a str with a lone surrogate
+        frame["type"] = event.type.encode("utf-8", "backslashreplace").decode()
+        return encode(frame)
 
 
 def encode_lagged(sub: str, actor: str, after: int | None) -> str:
