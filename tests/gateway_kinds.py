@@ -41,6 +41,22 @@ class Keeper(Actor):
         ctx.emit("noted", message.body)
 
 
+class Digger(Actor):
+    """Virtual. ``dig`` emits an ephemeral ``dig.deep`` whose data the handler
+    nests ``depth`` arrays deep (deeper than any body may be: ephemeral data
+    is not encoded before it is published), then a durable ``dug``."""
+
+    kind = "digger"
+    virtual = True
+
+    async def handle(self, ctx: Context, message: Message) -> None:
+        deep: Any = "bottom"
+        for _ in range(message.body["depth"]):
+            deep = [deep]
+        ctx.emit("dig.deep", deep, ephemeral=True)
+        ctx.emit("dug", {"depth": message.body["depth"]})
+
+
 class Broken(Actor):
     """A kind with a bug: its initial state cannot be built."""
 
@@ -52,4 +68,4 @@ class Broken(Actor):
         raise RuntimeError("Broken.initial_state has a bug")
 
 
-KINDS = (Counter, Keeper, Broken)
+KINDS = (Counter, Keeper, Digger, Broken)

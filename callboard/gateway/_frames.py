@@ -4,7 +4,9 @@ Pure: no I/O and no trio, so every rule about what a client may send is
 tested without a socket. `parse_frame` turns one text frame into a typed
 request or a `FrameError` whose message names the offending field; it never
 raises. Unknown fields are ignored (clients may be newer than the server);
-``null`` in an optional field means absent.
+``null`` in an optional field means absent. A frame is held to the limits of
+`callboard.mailbox` and to what its text says (no key twice in an object, no
+integer past 64 bits), so that nothing is changed or broken on its way in.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any, ClassVar
 import attrs
 import orjson
 
-from ..mailbox import KIND_PATTERN, NAME_PATTERN, Event
+from ..errors import BadMessage
+from ..mailbox import KIND_PATTERN, MAX_DEPTH, NAME_PATTERN, Event, check_key, check_type
+from ..store import JSONRefused, check_loaded
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -151,7 +155,10 @@ _JSON_TYPES = {
 
 def _shown(value: Any) -> str:
     """A value as an error message shows it: short, with its JSON type."""
-    text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    try:
+        text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    except TypeError:  # nested deeper than orjson goes: shown by its type alone
+        text = "[...]" if isinstance(value, list) else "{...}"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({_JSON_TYPES.get(type(value), 'a value')})"
@@ -239,9 +246,21 @@ def _subscribe(obj: dict[str, Any], rid: str) -> Subscribe:
     return Subscribe(rid, _address(obj, "actor"), after)
 
 
+def _limited(check: Any, value: str | None, what: str) -> Any:
+    """``value`` held to a limit of `callboard.mailbox`, as `Runtime.send` holds it."""
+    if value is None:
+        return None
+    try:
+        return check(value, what=what)
+    except BadMessage as exc:
+        raise _FieldError("bad_request", str(exc)) from None
+
+
 def _send(o: dict[str, Any], rid: str) -> Send:
-    key = _string(o, "key", required=False)
-    return Send(rid, _address(o, "to"), _required(o, "type"), o.get("body"), key)
+    to = _address(o, "to")
+    type_ = _limited(check_type, _required(o, "type"), "field 'type'")
+    key = _limited(check_key, _string(o, "key", required=False), "field 'key'")
+    return Send(rid, to, type_, o.get("body"), key)
 
 
 def _spawn(o: dict[str, Any], rid: str) -> Spawn:
@@ -300,6 +319,14 @@ def parse_frame(frame: str | bytes, *, max_frame: int) -> Request | FrameError:
         return FrameError(
             "bad_request", f"the frame must be a JSON object with an 'op', got {_shown(obj)}"
         )
+    try:
+        # The frame's own object is one level: its fields may nest MAX_DEPTH.
+        check_loaded(frame, obj, depth=MAX_DEPTH + 1)
+    except JSONRefused as exc:
+        # An id given twice is no id to answer to.
+        rid = None if exc.pointer == "/id" else _id_or_none(obj)
+        op = obj.get("op")
+        return FrameError("bad_request", str(exc), rid, op if isinstance(op, str) else None)
     op = obj.get("op")
     if not isinstance(op, str):
         message = f"field 'op' must be a string naming the operation, got {_shown(op)}"
@@ -364,6 +391,10 @@ class EventEncoder:
     forwarders run interleaved, so remembering the last ``size`` events
     spares re-encoding one event for each of a hundred subscribers. Only
     ``sub`` differs between their frames.
+
+    An event that cannot be encoded (stored by an older version that let
+    deeper data in, or ephemeral data that is no JSON) is sent as a stand-in
+    (`_unencodable`): one bad event must not end every stream that reaches it.
     """
 
     def __init__(self, size: int = 256) -> None:
@@ -375,11 +406,29 @@ class EventEncoder:
         if hit is not None and hit[0] is event:  # held here, so its id is not reused
             body = hit[1]
         else:
-            body = encode(event.to_json())
+            try:
+                body = encode(event.to_json())
+            except TypeError as exc:
+                body = _unencodable(event, exc)
             if len(self._bodies) >= self._size:
                 del self._bodies[next(iter(self._bodies))]  # the oldest
             self._bodies[id(event)] = (event, body)
         return f'{{"op":"event","sub":{orjson.dumps(sub).decode()},{body[1:]}'
+
+
+def _unencodable(event: Event, exc: TypeError) -> str:
+    """The stand-in for ``event`` when JSON cannot hold it: ``data`` null and an
+    ``error`` (code ``unencodable``) that says why. The stream goes on past it."""
+    which = f"event {event.seq}" if event.seq is not None else "an ephemeral event"
+    message = (
+        f"{which} of {event.actor!r} cannot be encoded as JSON ({exc}); it is sent without its data"
+    )
+    frame = {**event.to_json(), "data": None, "error": {"code": "unencodable", "message": message}}
+    try:
+        return encode(frame)
+    except TypeError:  # the type itself: a str with a lone surrogate
+        frame["type"] = event.type.encode("utf-8", "backslashreplace").decode()
+        return encode(frame)
 
 
 def encode_lagged(sub: str, actor: str, after: int | None) -> str:

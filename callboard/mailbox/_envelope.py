@@ -8,17 +8,25 @@ from typing import Any
 import attrs
 
 from ..errors import BadMessage, CrashReason
-from ..store import DeadLetterRecord, EventRecord, MailboxRecord, dumps, loads
+from ..store import DeadLetterRecord, EventRecord, MailboxRecord, dumps_within, loads
+from ._limits import MAX_DEPTH
 
 __all__ = ["Ack", "DeadLetter", "Event", "Message", "encode_body", "format_at"]
 
 
 def encode_body(body: Any, *, what: str) -> bytes:
-    """Serialize a body to JSON bytes or raise `BadMessage` naming ``what``."""
+    """Serialize a body (or spec, or event data) to JSON bytes, or raise
+    `BadMessage` naming ``what``: also when it nests deeper than `MAX_DEPTH`."""
     try:
-        return dumps(body)
+        data = dumps_within(body, MAX_DEPTH)
     except TypeError as exc:
         raise BadMessage(f"{what} does not serialize to JSON: {exc}") from None
+    if data is None:
+        raise BadMessage(
+            f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels, the limit "
+            "(callboard.mailbox.MAX_DEPTH); flatten it or send the deep part as a string"
+        )
+    return data
 
 
 def format_at(at: float) -> str:

@@ -25,7 +25,6 @@ import trio
 from ..actors import Actor
 from ..agent import Session, Task, Tasks
 from ..errors import (
-    BadMessage,
     BadRequest,
     RuntimeClosed,
     SpawnConflict,
@@ -40,6 +39,8 @@ from ..mailbox import (
     DeadLetter,
     Event,
     Message,
+    check_key,
+    check_type,
     encode_body,
     new_name,
     parse_address,
@@ -276,10 +277,9 @@ class Runtime:
         # a kind once registered stays: only the others are parsed again.
         cell = self._cells.get(to) if isinstance(to, str) else None
         cls = cell.kind if cell is not None else self._kind_of(to)
-        if not isinstance(type, str) or not type:
-            raise BadMessage(f"a message to {to!r} needs a non-empty string type, got {type!r}")
-        if key is not None and (not isinstance(key, str) or not key):
-            raise BadMessage(f"an idempotency key must be a non-empty string, got {key!r}")
+        check_type(type, what=f"the type of a message to {to!r}")
+        if key is not None:
+            check_key(key, what=f"the idempotency key of a message to {to!r}")
         data = encode_body(body, what=f"the body of {type!r} to {to!r}")
         self._check_open()
         item = Enqueue(to, type, data, sender, key, cls.kind if cls.virtual else None)
