@@ -5,6 +5,9 @@ output and exit status live in files, local and SSH executors) is here too;
 the model sees every tool through ``tool_schemas`` and ``parse_arguments``.
 """
 
+from ._environment import SCRUBBED_NAMES as SCRUBBED_NAMES
+from ._environment import SCRUBBED_PREFIXES as SCRUBBED_PREFIXES
+from ._environment import command_environment as command_environment
 from ._executor import Executor as Executor
 from ._executor import LocalExecutor as LocalExecutor
 from ._executor import SshExecutor as SshExecutor
@@ -48,6 +51,8 @@ __all__ = [
     "MAX_EDIT_BYTES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_BYTES",
+    "SCRUBBED_NAMES",
+    "SCRUBBED_PREFIXES",
     "STOP_GRACE",
     "TOOL_NAMES",
     "Approval",
@@ -61,6 +66,7 @@ __all__ = [
     "SshExecutor",
     "Workspace",
     "build_wrapper",
+    "command_environment",
     "edit_file",
     "is_same_process",
     "list_dir",

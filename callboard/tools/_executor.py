@@ -27,6 +27,7 @@ import trio
 from callboard.errors import ToolError
 
 from . import _procs
+from ._environment import command_environment
 from ._wrapper import REMOTE_PAUSE, JobFiles, build_stop_group_script, build_wait_exit_script
 
 __all__ = ["EXIT_WRITE_WAIT", "Executor", "LocalExecutor", "SshExecutor"]
@@ -114,9 +115,13 @@ class LocalExecutor:
 
     ``start_timeout`` bounds the launch (the launcher normally takes a few
     milliseconds; it is only slow on a machine that is out of processes).
+    Every command gets this process's environment without the server's
+    secrets (:func:`command_environment`, with the operator's
+    ``secret_env`` names too).
     """
 
     start_timeout: float = 10.0
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
 
     async def start(self, script: str, files: JobFiles) -> None:
         with trio.move_on_after(self.start_timeout):
@@ -126,6 +131,7 @@ class LocalExecutor:
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
+                env=command_environment(self.secret_env),
             )
             if done.returncode != 0:
                 raise _launch_failure(files, done.stderr)
@@ -252,6 +258,12 @@ class SshExecutor:
     ``op_timeout`` (plus the time the operation itself is meant to take).
     The far side needs ``/bin/sh``, ``setsid``, ``base64``, ``awk`` and Linux
     ``/proc``.
+
+    The ``ssh`` process gets this process's environment without the
+    server's secrets (:func:`command_environment`, plus ``secret_env``), so
+    no ``SendEnv`` in an ssh config can pass them on. Nothing else of the
+    local confinement applies: the command runs on the far side as the
+    remote user, unsandboxed, with whatever environment sshd gives it.
     """
 
     host: str = attrs.field(converter=_validate_host)
@@ -261,6 +273,7 @@ class SshExecutor:
     options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_validate_options)
     connect_timeout: int = attrs.field(default=10, kw_only=True)
     op_timeout: float = attrs.field(default=30.0, kw_only=True)
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
 
     def argv(self) -> list[str]:
         """The ``ssh`` command line that runs ``/bin/sh -s`` on the host."""
@@ -285,6 +298,7 @@ class SshExecutor:
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
+                env=command_environment(self.secret_env),
             )
             if done.returncode == 255:
                 reason = done.stderr.decode("utf-8", "replace").strip()
