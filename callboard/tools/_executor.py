@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -28,6 +28,7 @@ from callboard.errors import ToolError
 
 from . import _procs
 from ._environment import command_environment
+from ._ssh_options import validate_ssh_options
 from ._wrapper import REMOTE_PAUSE, JobFiles, build_stop_group_script, build_wait_exit_script
 
 __all__ = ["EXIT_WRITE_WAIT", "Executor", "LocalExecutor", "SshExecutor"]
@@ -241,18 +242,13 @@ def _validate_host(host: str) -> str:
     return host
 
 
-def _validate_options(options: Sequence[str]) -> tuple[str, ...]:
-    for option in options:
-        if "=" not in option or option.startswith("-"):
-            raise ToolError(f"ssh option {option!r} must look like Key=Value (it is passed as -o)")
-    return tuple(options)
-
-
 @attrs.define
 class SshExecutor:
     """Runs jobs on another machine with the system ``ssh`` client.
 
-    ``options`` are ``Key=Value`` pairs, each passed as ``-o``. ``BatchMode``
+    ``options`` are ``Key=Value`` pairs, each passed as ``-o``, and only
+    the keys in :data:`SSH_OPTIONS` (a spec gives them, and many other keys
+    run commands on this machine). ``BatchMode``
     is always on: a password prompt would hang a tool call. Each operation is
     one ``ssh HOST /bin/sh -s`` with a small script on stdin, bounded by
     ``op_timeout`` (plus the time the operation itself is meant to take).
@@ -270,7 +266,7 @@ class SshExecutor:
     port: int = attrs.field(default=22, kw_only=True)
     user: str | None = attrs.field(default=None, kw_only=True)
     identity_file: Path | None = attrs.field(default=None, kw_only=True)
-    options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_validate_options)
+    options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=validate_ssh_options)
     connect_timeout: int = attrs.field(default=10, kw_only=True)
     op_timeout: float = attrs.field(default=30.0, kw_only=True)
     secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
