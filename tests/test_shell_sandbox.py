@@ -20,9 +20,13 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+from child import Child
+from job_kinds import Inbox
 from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
 
+import callboard
 from callboard.errors import ToolError
+from callboard.jobs import Job
 from callboard.tools import Sandbox, probe_sandbox
 from callboard.tools._executor import LocalExecutor
 from callboard.tools._procs import group_alive, is_same_process, read_stat
@@ -243,6 +247,71 @@ async def test_a_stopped_sandboxed_command_gets_sigterm_and_its_grace_before_any
         status, output = await stopped(box, job)
     assert (status, output) == (3, "got-term\n")
     assert not group_alive(job.pid)
+
+
+async def start_job_in_a_child_runtime(tmp_path: Path, command: str) -> tuple[str, int, int]:
+    """A runtime in a child process starts a sandboxed job, then is killed with SIGKILL."""
+    script = Path(__file__).parent / "job_child.py"
+    child = await Child.start([str(tmp_path / "data"), str(tmp_path), command, "sandbox"],
+                              script=script)  # fmt: skip
+    try:
+        line = await child.readline()
+    finally:
+        await child.kill()
+    assert line is not None and line.startswith("started "), child.lines
+    _, job_id, pid, start_time = line.split()
+    return job_id, int(pid), int(start_time)
+
+
+async def owner_got(rt: callboard.Runtime) -> dict:
+    async with rt.subscribe("inbox/o", after=0) as events:
+        async for event in events:
+            if event.type == "got":
+                break
+    [got] = (await rt.inspect("inbox/o")).state["got"]
+    return got
+
+
+@needs_bwrap
+async def test_a_sandboxed_job_outlives_a_killed_runtime_and_its_exit_is_read_after_restart(
+    tmp_path: Path,
+) -> None:
+    """The data directory is inside the workspace (tmp_path) and the job cannot see it."""
+    command = "ls -A data; while [ ! -e go ]; do sleep 0.02; done; echo finished; exit 5"
+    with trio.fail_after(60):
+        job_id, pid, start_time = await start_job_in_a_child_runtime(tmp_path, command)
+        assert is_same_process(pid, start_time), "the job outlived its runtime"
+        assert cmdline(pid)[0] == "bwrap"
+        (tmp_path / "go").touch()
+        settings = {"sandbox": Sandbox()}
+        async with callboard.open_runtime(
+            tmp_path / "data", kinds=[Job, Inbox], settings=settings
+        ) as rt:
+            got = await owner_got(rt)
+            view = await rt.inspect(f"job/{job_id}")
+    body = got["body"]
+    assert (body["status"], body["exit_code"], body["tail"]) == ("exited", 5, "finished\n")
+    assert view.status == "exited"
+
+
+@needs_bwrap
+async def test_a_sandboxed_job_readopted_after_a_restart_is_stopped_with_its_whole_group(
+    tmp_path: Path,
+) -> None:
+    """Stopped by a stop message, the job ends as SIGTERM ends it: exit 143."""
+    command = "sleep 300 & sleep 300"
+    with trio.fail_after(60):
+        job_id, pid, start_time = await start_job_in_a_child_runtime(tmp_path, command)
+        settings = {"sandbox": Sandbox()}
+        async with callboard.open_runtime(
+            tmp_path / "data", kinds=[Job, Inbox], settings=settings
+        ) as rt:
+            assert is_same_process(pid, start_time)
+            await rt.send(f"job/{job_id}", "stop")
+            got = await owner_got(rt)
+    body = got["body"]
+    assert (body["status"], body["exit_code"]) == ("exited", 143)
+    assert not group_alive(pid)
 
 
 @needs_bwrap

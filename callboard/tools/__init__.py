@@ -2,11 +2,12 @@
 
 The shell machinery (``shell_run``, jobs detached with ``setsid`` whose pid,
 output and exit status live in files, local and SSH executors) is here too,
-with what confines it (a bubblewrap ``Sandbox``, an environment without
-the server's secrets);
+with what confines it (``Confinement``: a bubblewrap ``Sandbox``, an
+environment without the server's secrets, paths hidden from the file tools);
 the model sees every tool through ``tool_schemas`` and ``parse_arguments``.
 """
 
+from ._confinement import Confinement as Confinement
 from ._environment import SCRUBBED_NAMES as SCRUBBED_NAMES
 from ._environment import SCRUBBED_PREFIXES as SCRUBBED_PREFIXES
 from ._environment import command_environment as command_environment
@@ -63,6 +64,7 @@ __all__ = [
     "TOOL_NAMES",
     "Approval",
     "ApprovalPolicy",
+    "Confinement",
     "Executor",
     "JobFiles",
     "JobHandle",
