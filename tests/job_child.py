@@ -1,6 +1,8 @@
 """A runtime in a child process that starts a background job, then waits to be killed.
 
-Usage: job_child.py DATA WORKSPACE COMMAND
+Usage: job_child.py DATA WORKSPACE COMMAND [sandbox]
+With ``sandbox``, the job runs in a bubblewrap sandbox (which hides DATA)
+and the runtime's settings carry it, as a server's would.
 Prints "started JOB_ID PID START_TIME" once the job actor recorded the job.
 """
 
@@ -16,14 +18,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 from job_kinds import Inbox
 
 import callboard
-from callboard.jobs import Job
-from callboard.tools import LocalExecutor, shell_run
+from callboard.jobs import Job, executor_from
+from callboard.tools import Confinement, Sandbox, shell_run
 
 
-async def main(data: str, workspace: str, command: str) -> None:
-    async with callboard.open_runtime(data, kinds=[Job, Inbox]) as rt:
+async def main(data: str, workspace: str, command: str, *options: str) -> None:
+    settings = {"sandbox": Sandbox()} if options == ("sandbox",) else {}
+    async with callboard.open_runtime(data, kinds=[Job, Inbox], settings=settings) as rt:
+        confinement = Confinement.from_settings(rt.settings)
         result = await shell_run(
-            command, workspace=Path(workspace), executor=LocalExecutor(),
+            command, workspace=Path(workspace),
+            executor=executor_from(None, confinement=confinement),
             jobs_root=Path(data) / "jobs", owner="inbox/o", timeout=10, background=True,
             output_cap=65536,
         )  # fmt: skip
@@ -40,4 +45,4 @@ async def main(data: str, workspace: str, command: str) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, *sys.argv[1:4])
+    trio.run(main, *sys.argv[1:])

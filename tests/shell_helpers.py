@@ -2,9 +2,10 @@
 
 Jobs are detached on purpose (their own session, no parent of ours), so a
 test that forgets one leaves it running after pytest exits. Every process a
-shell test starts carries ``CALLBOARD_SHELL_TEST=<token>`` in its
+shell test starts carries ``SHELL_TEST_MARK=<token>`` in its
 environment (``marked_processes`` sets it for the test; ssh passes it on
-with ``SetEnv``), and every job file lives under a ``JOBS_DIR`` directory in
+with ``SetEnv``; the name must not start with ``CALLBOARD_``, which commands
+never get), and every job file lives under a ``JOBS_DIR`` directory in
 pytest's base temp directory. At the end of the session the guard kills the
 process group of anything carrying either mark, and fails the run if it
 found any. Import both fixtures into a test module to use them.
@@ -22,7 +23,7 @@ import pytest
 
 from callboard.tools._procs import read_stat
 
-MARKER_NAME = "CALLBOARD_SHELL_TEST"
+MARKER_NAME = "SHELL_TEST_MARK"
 MARKER = secrets.token_hex(8)
 #: The name of the jobs root each shell test uses under its ``tmp_path``.
 JOBS_DIR = "shell-jobs"

@@ -107,3 +107,18 @@ async def test_a_session_spec_with_a_malformed_executor_is_refused(tmp_path: Pat
         f"the spec for '{ADDRESS}' is not a valid SessionSpec: invalid type ('executor': a job "
         "executor is None or {'ssh': {'host': ...}}, got {'ssh': {}}) @ $"
     )
+
+
+async def test_a_session_spec_whose_ssh_options_would_run_a_command_here_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The spec comes from the caller: ProxyCommand would be a shell on the server."""
+    pwned = tmp_path / "pwned"
+    executor = {"ssh": {"host": "127.0.0.1", "options": [f"ProxyCommand=touch {pwned}"]}}
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path / "data", kinds=KINDS) as rt:
+            with pytest.raises(BadRequest, match=r"ssh option 'ProxyCommand' is not allowed"):
+                await rt.spawn(
+                    "session", {"workspace": str(tmp_path), "executor": executor}, name=NAME
+                )
+    assert not pwned.exists()

@@ -251,13 +251,60 @@ def test_an_ssh_host_that_looks_like_an_option_is_refused() -> None:
 def test_the_ssh_command_line_is_batch_mode_and_ends_with_the_host() -> None:
     """Options come first, '--' ends them, and the remote side runs /bin/sh -s."""
     argv = SshExecutor(
-        "box", port=2222, user="ci", identity_file=Path("/k"), options=("A=b",)
+        "box", port=2222, user="ci", identity_file=Path("/k"), options=("Compression=yes",)
     ).argv()
     assert argv[:4] == ["ssh", "-T", "-o", "BatchMode=yes"]
     assert argv[-3:] == ["--", "box", "/bin/sh -s"]
     joined = " ".join(argv)
-    assert "-p 2222" in joined and "-i /k" in joined and "-l ci" in joined and "-o A=b" in joined
+    assert "-p 2222" in joined and "-i /k" in joined and "-l ci" in joined
+    assert "-o Compression=yes" in joined
     assert os.path.basename(argv[0]) == "ssh"
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "ProxyCommand=sh -c 'touch /tmp/pwned'",
+        "proxycommand=touch /tmp/pwned",
+        "ProxyJump=evil.example",
+        "LocalCommand=touch /tmp/pwned",
+        "PermitLocalCommand=yes",
+        "KnownHostsCommand=/bin/touch /tmp/pwned",
+        "Match=exec touch /tmp/pwned",
+        "Include=/tmp/evil_config",
+        "PKCS11Provider=/tmp/evil.so",
+        "SendEnv=CALLBOARD_*",
+        "RemoteForward=9000 127.0.0.1:8000",
+        "IdentityFile=/root/.ssh/id_ed25519",
+        "UpdateHostKeys=yes",
+    ],
+)
+def test_an_ssh_option_that_could_run_or_reach_something_here_is_refused(option: str) -> None:
+    """Only options that tune the connection pass; the refusal lists the ones that do."""
+    key = option.split("=", 1)[0]
+    expected = (
+        rf"^ssh option '{key}' is not allowed: it could run commands or reach files on this "
+        rf"machine\. The allowed options are AddressFamily, CheckHostIP, .*, VerifyHostKeyDNS$"
+    )
+    with pytest.raises(ToolError, match=expected):
+        SshExecutor("example.org", options=("LogLevel=ERROR", option))
+
+
+@pytest.mark.parametrize("value", ["no", "off", "accept-new"])
+def test_an_ssh_option_that_turns_off_host_key_checking_is_refused(value: str) -> None:
+    """accept-new would also append the host's key to a known-hosts file the spec names."""
+    with pytest.raises(ToolError, match=r"StrictHostKeyChecking must stay yes"):
+        SshExecutor("example.org", options=(f"StrictHostKeyChecking={value}",))
+
+
+def test_an_ssh_option_with_a_control_character_is_refused() -> None:
+    with pytest.raises(ToolError, match=r"contains control characters$"):
+        SshExecutor("example.org", options=("LogLevel=ERROR\nProxyCommand=touch /tmp/x",))
+
+
+def test_the_allowed_ssh_options_pass_in_any_case() -> None:
+    options = ("stricthostkeychecking=yes", "ServerAliveInterval=5", "SetEnv=A=b")
+    assert SshExecutor("example.org", options=options).options == options
 
 
 def test_the_ssh_executor_satisfies_the_executor_protocol() -> None:

@@ -77,10 +77,11 @@ def test_job_files_refuse_a_relative_directory() -> None:
 
 
 def test_the_files_of_a_job_are_named_by_its_id_in_its_owners_directory() -> None:
-    """ID.cmd, ID.pid, ID.out, ID.exit and the two temporaries, nothing else."""
+    """ID.cmd, ID.box, ID.pid, ID.out, ID.exit and the two temporaries, nothing else."""
     names = [path.name for path in FILES.every_file]
     assert names == [
         "abc123abc123.cmd",
+        "abc123abc123.box",
         "abc123abc123.pid",
         "abc123abc123.out",
         "abc123abc123.exit",
@@ -126,6 +127,25 @@ def test_the_command_travels_base64_encoded_and_never_as_shell_text() -> None:
     wrapper = build_wrapper(TRICKY, FILES, cwd=Path("/work"))
     assert "git commit" not in wrapper
     assert payload_of(wrapper) == TRICKY
+
+
+def test_a_sandbox_script_travels_base64_encoded_beside_the_command() -> None:
+    """ID.box is decoded like ID.cmd, and the wrapper still parses."""
+    box = "exec bwrap --ro-bind / / -- /bin/sh '/run/callboard/job.sh'\n"
+    wrapper = build_wrapper(TRICKY, FILES, cwd=Path("/work"), box=box)
+    written = re.findall(r"^printf '%s' (\S+) \| base64 -d >\"\$d/\$id\.(\w+)\"", wrapper, re.M)
+    assert [(name, base64.b64decode(data).decode()) for data, name in written] == [
+        ("cmd", TRICKY),
+        ("box", box),
+    ]
+    assert "bwrap" not in wrapper
+    checked = sh_n(wrapper)
+    assert checked.returncode == 0, f"{checked.stderr}\n{wrapper}"
+
+
+def test_without_a_sandbox_no_box_file_is_written() -> None:
+    """The child prelude then finds no ID.box and runs ID.cmd itself."""
+    assert '>"$d/$id.box"' not in build_wrapper("true", FILES, cwd=Path("/"))
 
 
 @settings(max_examples=60, deadline=None)

@@ -309,3 +309,87 @@ def test_a_symlink_loop_is_refused_rather_than_followed(ws: Workspace) -> None:
     (ws.root / "loop").symlink_to("loop")
     with pytest.raises(PathEscape, match=r"^could not read 'loop': it is a symbolic link the "):
         read_file(ws, "loop")
+
+
+# Hidden paths: the data directory (with the server's token) inside the workspace.
+
+
+@pytest.fixture
+def hidden(tmp_path: Path) -> Workspace:
+    """A workspace holding ``data/token``, with ``data`` hidden from the file tools."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    _plant(root / "data" / "token", "s3cret-token\n")
+    return Workspace.from_path(root, hidden=[root / "data"])
+
+
+def _hidden(path: str, ws: Workspace, resolved: Path) -> str:
+    """The exact refusal of a hidden path, as a regex."""
+    message = (
+        f"the path {path!r} is inside {str(ws.root / 'data')!r}, which is hidden from the "
+        f"agent (it resolves to {str(resolved)!r}); use another path in the workspace"
+    )
+    return f"^{re.escape(message)}$"
+
+
+@pytest.mark.parametrize("path", ["data/token", "./data/../data/token", "sub/../data/token"])
+def test_reading_a_file_in_a_hidden_directory_is_refused_like_an_escape(
+    hidden: Workspace, path: str
+) -> None:
+    with pytest.raises(PathEscape, match=_hidden(path, hidden, hidden.root / "data" / "token")):
+        read_file(hidden, path)
+
+
+def test_the_hidden_directory_itself_can_be_neither_listed_nor_read_by_absolute_path(
+    hidden: Workspace,
+) -> None:
+    data = hidden.root / "data"
+    with pytest.raises(PathEscape, match=_hidden("data", hidden, data)):
+        list_dir(hidden, "data")
+    with pytest.raises(PathEscape, match=_hidden(str(data / "token"), hidden, data / "token")):
+        read_file(hidden, str(data / "token"))
+
+
+def test_a_symlink_into_a_hidden_directory_is_refused(hidden: Workspace) -> None:
+    (hidden.root / "innocent").symlink_to("data")
+    target = hidden.root / "data" / "token"
+    with pytest.raises(PathEscape, match=_hidden("innocent/token", hidden, target)):
+        read_file(hidden, "innocent/token")
+
+
+def test_writing_or_editing_in_a_hidden_directory_is_refused_and_changes_nothing(
+    hidden: Workspace,
+) -> None:
+    token = hidden.root / "data" / "token"
+    before = _state(token)
+    with pytest.raises(PathEscape, match=_hidden("data/new", hidden, hidden.root / "data" / "new")):
+        write_file(hidden, "data/new", "x")
+    with pytest.raises(PathEscape, match=_hidden("data/token", hidden, token)):
+        edit_file(hidden, "data/token", "s3cret", "mine")
+    with pytest.raises(PathEscape, match=_hidden("data/token", hidden, token)):
+        write_file(hidden, "data/token", "overwritten")
+    assert _state(token) == before
+    assert sorted(p.name for p in token.parent.iterdir()) == ["token"]
+
+
+def test_a_sibling_whose_name_starts_like_the_hidden_directory_is_not_hidden(
+    hidden: Workspace,
+) -> None:
+    """Components are compared, not prefixes: data-public is not data."""
+    write_file(hidden, "data-public/notes.txt", "hello\n")
+    assert read_file(hidden, "data-public/notes.txt").endswith("hello\n")
+
+
+def test_a_hidden_path_given_through_a_symlink_hides_its_real_place(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    _plant(root / "data" / "token", "s3cret-token\n")
+    (tmp_path / "data-link").symlink_to(root / "data")
+    ws = Workspace.from_path(root, hidden=[tmp_path / "data-link"])
+    assert ws.hidden == (root / "data",)
+    with pytest.raises(PathEscape, match=r"which is hidden from the agent"):
+        read_file(ws, "data/token")
+
+
+def test_a_relative_hidden_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^a hidden path must be absolute, got 'data'$"):
+        Workspace.from_path(tmp_path, hidden=["data"])

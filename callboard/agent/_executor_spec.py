@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ToolError
 from ..jobs import executor_from
+from ..tools import Confinement
 
 __all__ = ["check_executor", "check_key_env"]
 
@@ -30,7 +31,7 @@ def check_executor(instance: Any, attribute: Any, description: object) -> None:
         expected = "null or {'ssh': {'host': ...}}"
         raise TypeError(f"'executor' must be {expected}, got {description!r}")
     try:
-        executor_from(description)
+        executor_from(description, confinement=Confinement())  # only checks the description
     except (ToolError, ValueError, TypeError) as exc:
         raise TypeError(f"'executor': {exc}") from None
 

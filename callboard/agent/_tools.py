@@ -13,6 +13,9 @@ the owner's executor and puts a command in the background when asked, or
 when it outlives its timeout (unless the owner turned that off). Without an
 owner, ``shell_run`` runs on this machine, waits for its command and stops
 it at its timeout, and the job tools answer that there are no jobs.
+
+Either way the host's `Confinement` applies: a command without an owner
+runs in the same sandbox, and the file tools refuse its hidden paths.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from typing import Literal
 import trio
 
 from ..errors import ToolError
-from ..tools import FILE_TOOL_NAMES, Workspace, parse_arguments, run_file_tool
-from ..tools._executor import LocalExecutor
+from ..jobs import executor_from
+from ..tools import FILE_TOOL_NAMES, Confinement, Workspace, parse_arguments, run_file_tool
 from ..tools._shell import shell_run
 from ._job_tools import JOB_TOOL_NAMES, JobTools
 
@@ -59,11 +62,14 @@ async def run_tool(
     offered: tuple[str, ...],
     owner: str,
     jobs_root: Path,
+    confinement: Confinement,
     jobs: JobTools | None = None,
 ) -> tuple[str, ToolStatus]:
     """Run the call ``name(arguments)``; return what the model reads and ``ok`` or ``error``.
 
-    ``jobs`` are the owner's job tools (None: no background jobs here).
+    ``confinement`` is the host's (``Confinement.from_settings``); ``jobs``
+    are the owner's job tools (None: no background jobs here), whose
+    executor is confined by it already.
     Not cancel-atomic: cancelled, a file tool completes and a command is
     stopped, and nothing is returned.
     """
@@ -77,9 +83,9 @@ async def run_tool(
             if jobs is None:
                 raise ToolError(f"{name}: there are no background jobs here")
             return await jobs.run(name, args), "ok"
-        ws = Workspace.from_path(workspace)
+        ws = Workspace.from_path(workspace, hidden=confinement.hidden_paths)
         if name == "shell_run":
-            return await _shell(args, ws, owner, jobs_root, jobs)
+            return await _shell(args, ws, owner, jobs_root, confinement, jobs)
         # The file tools never wait, but they fsync: keep that off the event loop.
         result = await trio.to_thread.run_sync(run_file_tool, ws, name, args)
     except (ToolError, ValueError, OSError) as exc:
@@ -88,7 +94,12 @@ async def run_tool(
 
 
 async def _shell(
-    args: dict[str, object], ws: Workspace, owner: str, jobs_root: Path, jobs: JobTools | None
+    args: dict[str, object],
+    ws: Workspace,
+    owner: str,
+    jobs_root: Path,
+    confinement: Confinement,
+    jobs: JobTools | None,
 ) -> tuple[str, ToolStatus]:
     background = bool(args.get("background"))
     if background and jobs is None:
@@ -96,12 +107,13 @@ async def _shell(
             "background jobs are not available here; run the command in the foreground "
             "(without background) with a timeout long enough for it"
         )
+    executor = jobs.executor if jobs is not None else executor_from(None, confinement=confinement)
     timeout = args.get("timeout", SHELL_TIMEOUT)
     assert isinstance(timeout, int | float)
     result = await shell_run(
         str(args["command"]),
         workspace=ws.root,
-        executor=jobs.executor if jobs is not None else LocalExecutor(),
+        executor=executor,
         jobs_root=jobs.jobs_root if jobs is not None else jobs_root,
         owner=owner,
         timeout=min(float(timeout), SHELL_TIMEOUT_MAX),

@@ -36,7 +36,7 @@ import attrs
 from ..actors import Context
 from ..errors import ModelError
 from ..llm import AssistantReply, ChatClient
-from ..tools import ApprovalPolicy, tool_schemas
+from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._job_tools import JobTools
 from ._journal import (
     CANCELLED_RESULT,
@@ -188,6 +188,7 @@ async def drive_turn(
                 offered=settings.tools,
                 owner=ctx.address,
                 jobs_root=settings.jobs_root,
+                confinement=Confinement.from_settings(ctx.settings),
                 jobs=jobs,
             )
             _record(ctx, turn, chat, call, result, status)

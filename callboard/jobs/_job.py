@@ -19,7 +19,7 @@ import trio
 
 from ..actors import Actor, Context
 from ..mailbox import Message
-from ..tools import STOP_GRACE, Executor, JobFiles, LocalExecutor, SshExecutor
+from ..tools import STOP_GRACE, Confinement, Executor, JobFiles, LocalExecutor, SshExecutor
 from ..tools._executor import EXIT_WRITE_WAIT
 from ..tools._wrapper import parse_exit_status
 from ._machine_event import machine_event_text
@@ -47,16 +47,33 @@ class JobState:
     owner_ending: bool = False
 
 
-def executor_from(description: dict[str, Any] | None) -> Executor:
-    """``None`` for this machine, ``{"ssh": {"host": ..., ...}}`` for another."""
+# What a stored description may set; the rest comes from the host's confinement.
+_SSH_KEYS = ("host", "port", "user", "identity_file", "options", "connect_timeout", "op_timeout")
+
+
+def executor_from(description: dict[str, Any] | None, *, confinement: Confinement) -> Executor:
+    """``None`` for this machine, ``{"ssh": {"host": ..., ...}}`` for another.
+
+    The description comes from a spec (the caller's); ``confinement`` from the
+    host's settings (``Confinement.from_settings(ctx.settings)``), and only it
+    says how commands are confined: a local executor runs them in its
+    sandbox, and both leave its ``secret_env`` out of the environment. The
+    sandbox applies to this machine only; over ssh a command runs as the
+    remote user, unsandboxed.
+    """
     if not description:
-        return LocalExecutor()
+        return LocalExecutor(sandbox=confinement.sandbox, secret_env=confinement.secret_env)
     ssh = description.get("ssh")
     if not isinstance(ssh, dict) or "host" not in ssh:
         raise ValueError(
             f"a job executor is None or {{'ssh': {{'host': ...}}}}, got {description!r}"
         )
-    return SshExecutor(**ssh)
+    unknown = sorted(str(key) for key in ssh if key not in _SSH_KEYS)
+    if unknown:
+        raise ValueError(
+            f"an ssh executor takes {', '.join(_SSH_KEYS)}, not {', '.join(map(repr, unknown))}"
+        )
+    return SshExecutor(**ssh, secret_env=confinement.secret_env)
 
 
 class Job(Actor):
@@ -106,14 +123,19 @@ class Job(Actor):
                 return
             if isinstance(message.body, dict) and message.body.get("owner_ending") is True:
                 self.state.owner_ending = True
-            await self._stop_process()
+            await self._stop_process(ctx)
+
+    def _executor(self, ctx: Context) -> Executor:
+        return executor_from(
+            self.state.executor, confinement=Confinement.from_settings(ctx.settings)
+        )
 
     async def on_stop(self, ctx: Context) -> None:
         if self._watching is not None:
             self._watching.cancel()
         if self.state.status == "running":
-            executor = executor_from(self.state.executor)
-            await self._stop_process()
+            executor = self._executor(ctx)
+            await self._stop_process(ctx)
             code: int | None = None
             if self.state.pid is not None:
                 # The monitor writes the exit status just after the group is gone.
@@ -126,19 +148,19 @@ class Job(Actor):
             # now: a crash before that commit reports the job lost, not stopped.
             await executor.remove(self.files.every_file)
 
-    async def _stop_process(self) -> None:
+    async def _stop_process(self, ctx: Context) -> None:
         """Stop the job's process group, if the job's process is still the one running:
         a later process that reuses the pid (and so leads a group of that id) is left alone."""
         pid, start = self.state.pid, self.state.start_time
         if pid is None:
             return
-        executor = executor_from(self.state.executor)
+        executor = self._executor(ctx)
         if start is None or not await executor.is_alive(pid, start):
             return  # without a start time, the command had ended before it could be read
         await executor.stop_group(pid, STOP_GRACE)
 
     async def _watch(self, ctx: Context) -> None:
-        executor = executor_from(self.state.executor)
+        executor = self._executor(ctx)
         pid, start = self.state.pid, self.state.start_time
         assert pid is not None
         with trio.CancelScope() as self._watching:
@@ -164,7 +186,7 @@ class Job(Actor):
     async def _finish(self, ctx: Context, status: str, code: int | None, reason: str) -> None:
         if self.state.status != "running":
             return
-        executor = executor_from(self.state.executor)
+        executor = self._executor(ctx)
         size = await executor.size(self.files.out) or 0
         start = max(0, size - TAIL_BYTES)
         tail_bytes = await executor.read_bytes(self.files.out, start, TAIL_BYTES) if size else b""

@@ -1,10 +1,16 @@
 """The agent's tools: files confined to a workspace, the tool registry and the approval policy.
 
 The shell machinery (``shell_run``, jobs detached with ``setsid`` whose pid,
-output and exit status live in files, local and SSH executors) is here too;
+output and exit status live in files, local and SSH executors) is here too,
+with what confines it (``Confinement``: a bubblewrap ``Sandbox``, an
+environment without the server's secrets, paths hidden from the file tools);
 the model sees every tool through ``tool_schemas`` and ``parse_arguments``.
 """
 
+from ._confinement import Confinement as Confinement
+from ._environment import SCRUBBED_NAMES as SCRUBBED_NAMES
+from ._environment import SCRUBBED_PREFIXES as SCRUBBED_PREFIXES
+from ._environment import command_environment as command_environment
 from ._executor import Executor as Executor
 from ._executor import LocalExecutor as LocalExecutor
 from ._executor import SshExecutor as SshExecutor
@@ -28,12 +34,15 @@ from ._registry import TOOL_NAMES as TOOL_NAMES
 from ._registry import parse_arguments as parse_arguments
 from ._registry import run_file_tool as run_file_tool
 from ._registry import tool_schemas as tool_schemas
+from ._sandbox import Sandbox as Sandbox
+from ._sandbox import probe_sandbox as probe_sandbox
 from ._shell import STOP_GRACE as STOP_GRACE
 from ._shell import JobHandle as JobHandle
 from ._shell import JobOutput as JobOutput
 from ._shell import ShellResult as ShellResult
 from ._shell import read_job_output as read_job_output
 from ._shell import shell_run as shell_run
+from ._ssh_options import SSH_OPTIONS as SSH_OPTIONS
 from ._workspace import Workspace as Workspace
 from ._wrapper import JobFiles as JobFiles
 from ._wrapper import build_wrapper as build_wrapper
@@ -48,25 +57,32 @@ __all__ = [
     "MAX_EDIT_BYTES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_BYTES",
+    "SCRUBBED_NAMES",
+    "SCRUBBED_PREFIXES",
+    "SSH_OPTIONS",
     "STOP_GRACE",
     "TOOL_NAMES",
     "Approval",
     "ApprovalPolicy",
+    "Confinement",
     "Executor",
     "JobFiles",
     "JobHandle",
     "JobOutput",
     "LocalExecutor",
+    "Sandbox",
     "ShellResult",
     "SshExecutor",
     "Workspace",
     "build_wrapper",
+    "command_environment",
     "edit_file",
     "is_same_process",
     "list_dir",
     "new_job_id",
     "owner_dir",
     "parse_arguments",
+    "probe_sandbox",
     "process_start_time",
     "read_file",
     "read_job_output",

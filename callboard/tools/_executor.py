@@ -7,9 +7,12 @@ method is a checkpoint.
 
 Both start a job the same way: the wrapper script from ``build_wrapper`` is
 fed to ``/bin/sh -s`` on the target, as stdin (never as an argument, which
-would put a size limit and a layer of quoting on it). The launcher exits as
-soon as the job runs, so the only process that is ours to reap lives for
-milliseconds; the job itself belongs to no one and survives us.
+would put a size limit and a layer of quoting on it). The executor builds
+the script itself, so how its commands are confined (a local sandbox, a
+clean environment) is the executor's to decide, not its caller's. The
+launcher exits as soon as the job runs, so the only process that is ours to
+reap lives for milliseconds; the job itself belongs to no one and survives
+us.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -27,7 +30,16 @@ import trio
 from callboard.errors import ToolError
 
 from . import _procs
-from ._wrapper import REMOTE_PAUSE, JobFiles, build_stop_group_script, build_wait_exit_script
+from ._environment import command_environment
+from ._sandbox import Sandbox
+from ._ssh_options import validate_ssh_options
+from ._wrapper import (
+    REMOTE_PAUSE,
+    JobFiles,
+    build_stop_group_script,
+    build_wait_exit_script,
+    build_wrapper,
+)
 
 __all__ = ["EXIT_WRITE_WAIT", "Executor", "LocalExecutor", "SshExecutor"]
 
@@ -53,8 +65,9 @@ class Executor(Protocol):
     ``stop_group`` still ends the group with SIGKILL.
     """
 
-    async def start(self, script: str, files: JobFiles) -> None:
-        """Run the wrapper ``script``; return once the job runs and ``files.pid`` exists.
+    async def start(self, command: str, files: JobFiles, *, cwd: Path) -> None:
+        """Start ``command`` in ``cwd`` as the job ``files`` names (through the wrapper);
+        return once it runs and ``files.pid`` exists.
 
         Raises ToolError if the job did not start (the message says why).
         """
@@ -114,11 +127,24 @@ class LocalExecutor:
 
     ``start_timeout`` bounds the launch (the launcher normally takes a few
     milliseconds; it is only slow on a machine that is out of processes).
+    Every command gets this process's environment without the server's
+    secrets (:func:`command_environment`, with the operator's
+    ``secret_env`` names too). With a ``sandbox``, every command runs in it
+    (``Sandbox.box_script``, written beside the job's files as ``ID.box``).
     """
 
     start_timeout: float = 10.0
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
 
-    async def start(self, script: str, files: JobFiles) -> None:
+    async def start(self, command: str, files: JobFiles, *, cwd: Path) -> None:
+        box = None
+        if self.sandbox is not None:
+            try:
+                box = await trio.to_thread.run_sync(_box_script, self.sandbox, cwd, files)
+            except OSError as exc:
+                raise ToolError(f"job {files.job_id} did not start: {exc}") from exc
+        script = build_wrapper(command, files, cwd=cwd, box=box)
         with trio.move_on_after(self.start_timeout):
             done = await trio.run_process(
                 ["/bin/sh", "-s"],
@@ -126,6 +152,7 @@ class LocalExecutor:
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
+                env=command_environment(self.secret_env),
             )
             if done.returncode != 0:
                 raise _launch_failure(files, done.stderr)
@@ -195,6 +222,13 @@ class LocalExecutor:
         return await _procs.stop_group(pgid, grace=grace)
 
 
+def _box_script(sandbox: Sandbox, cwd: Path, files: JobFiles) -> str:
+    # The owner's directory is made first, so the jobs root exists when the
+    # sandbox is built: a path that is not there yet cannot be covered.
+    files.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return sandbox.box_script(cwd, files)
+
+
 async def _wait_pid_exit(pid: int) -> None:
     """Return when ``pid`` has exited (a zombie counts as exited)."""
     try:
@@ -235,32 +269,34 @@ def _validate_host(host: str) -> str:
     return host
 
 
-def _validate_options(options: Sequence[str]) -> tuple[str, ...]:
-    for option in options:
-        if "=" not in option or option.startswith("-"):
-            raise ToolError(f"ssh option {option!r} must look like Key=Value (it is passed as -o)")
-    return tuple(options)
-
-
 @attrs.define
 class SshExecutor:
     """Runs jobs on another machine with the system ``ssh`` client.
 
-    ``options`` are ``Key=Value`` pairs, each passed as ``-o``. ``BatchMode``
+    ``options`` are ``Key=Value`` pairs, each passed as ``-o``, and only
+    the keys in :data:`SSH_OPTIONS` (a spec gives them, and many other keys
+    run commands on this machine). ``BatchMode``
     is always on: a password prompt would hang a tool call. Each operation is
     one ``ssh HOST /bin/sh -s`` with a small script on stdin, bounded by
     ``op_timeout`` (plus the time the operation itself is meant to take).
     The far side needs ``/bin/sh``, ``setsid``, ``base64``, ``awk`` and Linux
     ``/proc``.
+
+    The ``ssh`` process gets this process's environment without the
+    server's secrets (:func:`command_environment`, plus ``secret_env``), so
+    no ``SendEnv`` in an ssh config can pass them on. Nothing else of the
+    local confinement applies: the command runs on the far side as the
+    remote user, unsandboxed, with whatever environment sshd gives it.
     """
 
     host: str = attrs.field(converter=_validate_host)
     port: int = attrs.field(default=22, kw_only=True)
     user: str | None = attrs.field(default=None, kw_only=True)
     identity_file: Path | None = attrs.field(default=None, kw_only=True)
-    options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_validate_options)
+    options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=validate_ssh_options)
     connect_timeout: int = attrs.field(default=10, kw_only=True)
     op_timeout: float = attrs.field(default=30.0, kw_only=True)
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
 
     def argv(self) -> list[str]:
         """The ``ssh`` command line that runs ``/bin/sh -s`` on the host."""
@@ -285,6 +321,7 @@ class SshExecutor:
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
+                env=command_environment(self.secret_env),
             )
             if done.returncode == 255:
                 reason = done.stderr.decode("utf-8", "replace").strip()
@@ -296,8 +333,8 @@ class SshExecutor:
         reason = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
         return ToolError(f"{what} on {self.host} failed: {reason}")
 
-    async def start(self, script: str, files: JobFiles) -> None:
-        done = await self._run(script)
+    async def start(self, command: str, files: JobFiles, *, cwd: Path) -> None:
+        done = await self._run(build_wrapper(command, files, cwd=cwd))
         if done.returncode != 0:
             raise _launch_failure(files, done.stderr)
 

@@ -24,7 +24,6 @@ from ._executor import Executor
 from ._procs import KILL_WAIT
 from ._wrapper import (
     JobFiles,
-    build_wrapper,
     new_job_id,
     owner_dir,
     parse_exit_status,
@@ -135,9 +134,8 @@ async def shell_run(
     if output_cap < 16:
         raise ToolError(f"output_cap must be at least 16 bytes, got {output_cap!r}")
     files = JobFiles.for_job(owner_dir(jobs_root, owner), new_job_id())
-    script = build_wrapper(command, files, cwd=workspace)
     try:
-        await executor.start(script, files)
+        await executor.start(command, files, cwd=workspace)
     except ToolError:
         raise  # the launcher did not start the job and removed what it made
     except BaseException as error:

@@ -15,6 +15,11 @@ Confinement is done twice, on purpose:
 A hard link inside the workspace to a file outside it cannot be told apart
 from any other file by its path; creating one needs the shell, which has its
 own approval.
+
+A workspace may also have ``hidden`` paths (the operator's private paths and
+the sandbox's ``hide``: the data directory, a token file). The file tools run
+in the server, outside any sandbox, so they refuse those the same way as a
+path outside the workspace, even when the data directory lies inside it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -45,24 +50,47 @@ def _check_root(instance: Workspace, attribute: attrs.Attribute[Path], root: Pat
         raise ValueError(f"the workspace root {str(root)!r} is not an existing directory")
 
 
+def _check_hidden(
+    instance: Workspace, attribute: attrs.Attribute[tuple[Path, ...]], hidden: tuple[Path, ...]
+) -> None:
+    for path in hidden:
+        if not path.is_absolute() or Path(os.path.realpath(path)) != path:
+            raise ValueError(
+                f"a hidden path must be absolute with no symbolic links or '..' (got "
+                f"{str(path)!r}); build the workspace with Workspace.from_path(root, hidden=...)"
+            )
+
+
 @attrs.frozen
 class Workspace:
     """A directory that confines every path a file tool is given.
 
     ``root`` must already be absolute and resolved, so that the comparison in
-    ``resolve`` is exact; ``Workspace.from_path`` does the resolving.
+    ``resolve`` is exact; ``Workspace.from_path`` does the resolving. No path
+    at or below one of the ``hidden`` paths (resolved too) is ever handed out.
     """
 
     root: Path = attrs.field(validator=_check_root)
+    hidden: tuple[Path, ...] = attrs.field(
+        default=(), kw_only=True, converter=tuple, validator=_check_hidden
+    )
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike[str]) -> Workspace:
-        """Build a workspace rooted at ``path`` after resolving it.
+    def from_path(
+        cls, path: str | os.PathLike[str], *, hidden: Iterable[str | os.PathLike[str]] = ()
+    ) -> Workspace:
+        """Build a workspace rooted at ``path`` after resolving it, and its ``hidden`` paths.
 
         Raises:
-            ValueError: ``path`` is not an existing directory.
+            ValueError: ``path`` is not an existing directory, or a hidden
+                path is not absolute.
         """
-        return cls(Path(os.path.realpath(os.fspath(path))))
+        resolved = []
+        for hide in hidden:
+            if not os.path.isabs(hide):
+                raise ValueError(f"a hidden path must be absolute, got {os.fspath(hide)!r}")
+            resolved.append(Path(os.path.realpath(os.fspath(hide))))
+        return cls(Path(os.path.realpath(os.fspath(path))), hidden=tuple(resolved))
 
     def resolve(self, path: str) -> Path:
         """Return the real, absolute path that ``path`` names inside the workspace.
@@ -75,7 +103,8 @@ class Workspace:
         Raises:
             ToolError: ``path`` is empty, not a string or holds a NUL byte.
             PathEscape: ``path`` leads outside the workspace, whether through
-                ``..``, an absolute path or a symbolic link.
+                ``..``, an absolute path or a symbolic link, or into a hidden
+                path.
         """
         if not isinstance(path, str):
             raise ToolError(f"a path must be a string, got {path!r} ({type(path).__name__})")
@@ -86,6 +115,7 @@ class Workspace:
         joined = self.root / path  # an absolute ``path`` replaces the root here
         real = Path(os.path.realpath(joined))
         if self.contains(real):
+            self._refuse_hidden(real, path)
             return real
         root = str(self.root)
         if self.contains(Path(os.path.normpath(joined))):
@@ -105,6 +135,24 @@ class Workspace:
         """
         return path.parts[: len(self.root.parts)] == self.root.parts
 
+    def hides(self, path: Path) -> Path | None:
+        """The hidden path that the absolute ``path`` is at or below, or None.
+
+        Components are compared, like ``contains``; ``resolve`` ``path`` first.
+        """
+        for hidden in self.hidden:
+            if path.parts[: len(hidden.parts)] == hidden.parts:
+                return hidden
+        return None
+
+    def _refuse_hidden(self, real: Path, path: str) -> None:
+        hidden = self.hides(real)
+        if hidden is not None:
+            raise PathEscape(
+                f"the path {path!r} is inside {str(hidden)!r}, which is hidden from the "
+                f"agent (it resolves to {str(real)!r}); use another path in the workspace"
+            )
+
     @contextlib.contextmanager
     def directory_fd(self, target: Path, *, create: bool = False) -> Iterator[int]:
         """Open the directory ``target`` without following any symbolic link.
@@ -116,8 +164,8 @@ class Workspace:
         their parent) on the way. The descriptor is closed on exit.
 
         Raises:
-            PathEscape: ``target`` is outside the root, or a component of it is
-                now a symbolic link.
+            PathEscape: ``target`` is outside the root or hidden, or a
+                component of it is now a symbolic link.
             FileNotFoundError: a component is missing and ``create`` is false.
             NotADirectoryError: a component is a file.
         """
@@ -125,6 +173,7 @@ class Workspace:
             raise PathEscape(
                 f"the path {str(target)!r} is outside the workspace {str(self.root)!r}"
             )
+        self._refuse_hidden(target, str(target))
         fd = os.open(self.root, _DIR_FLAGS)
         try:
             for part in target.parts[len(self.root.parts) :]:

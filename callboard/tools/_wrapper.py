@@ -15,6 +15,8 @@ a runtime killed with SIGKILL loses nothing: the files say what happened.
 The files of one job, all under its owner's directory (:func:`owner_dir`)::
 
     ID.cmd    the command, decoded from base64 (never shell-quoted)
+    ID.box    only for a sandboxed job: the script that runs ID.cmd under
+              bubblewrap (``_sandbox.py``); the job runs it instead
     ID.pid    the command's pid (= its process group and session), written
               by the command itself once it leads its own session
     ID.out    stdout and stderr, interleaved
@@ -23,6 +25,13 @@ The files of one job, all under its owner's directory (:func:`owner_dir`)::
 ``ID.pid`` and ``ID.exit`` are written to a ``.tmp`` name and renamed, so a
 reader sees either no file or the whole number, and :func:`parse_exit_status`
 also insists on the trailing newline that only a complete write has.
+
+A sandboxed job changes nothing of this: the launcher, the monitor and the
+prelude that writes the pid and redirects the output are ours and run
+outside the sandbox (the job files live in the data directory, which the
+sandbox hides); only ``exec /bin/sh ID.box`` enters it. The pid recorded is
+then bwrap's, which execs in place of the prelude, so it still leads the
+process group and still exits with the command's status.
 """
 
 from __future__ import annotations
@@ -117,7 +126,7 @@ def _job_id(_instance: object, _attribute: attrs.Attribute[str], value: str) -> 
 
 @attrs.frozen
 class JobFiles:
-    """Where the files of one job live: ``directory/ID.{cmd,pid,out,exit}``.
+    """Where the files of one job live: ``directory/ID.{cmd,box,pid,out,exit}``.
 
     Only the directory and the id are stored; the paths are derived, so a
     stored ``JobFiles`` can never point one file somewhere else.
@@ -140,6 +149,11 @@ class JobFiles:
         return self._file("cmd")
 
     @property
+    def box(self) -> Path:
+        """The sandbox script that runs ``cmd``; only a sandboxed job has one."""
+        return self._file("box")
+
+    @property
     def pid(self) -> Path:
         """The command's pid, which is also its process group and session id."""
         return self._file("pid")
@@ -159,6 +173,7 @@ class JobFiles:
         """Every file the wrapper may create, temporaries included, for removal."""
         return (
             self.cmd,
+            self.box,
             self.pid,
             self.out,
             self.exit,
@@ -168,7 +183,8 @@ class JobFiles:
 
 
 # The command's own prelude, run under setsid (so it leads its own session):
-# it records its pid, tells the launcher through fd 3, and becomes the command.
+# it records its pid, tells the launcher through fd 3, and becomes the command
+# (or, for a sandboxed job, bwrap running the command: ID.box).
 # Writing the pid from *inside* the new session means that once the pid file
 # exists the process group exists too, so a stop that follows at once works.
 # $1 = job directory, $2 = job id. No single quote may appear in it.
@@ -176,7 +192,9 @@ _CHILD = """\
 d=$1 id=$2
 printf "%s\\n" "$$" >"$d/$id.pid.tmp" && mv -f "$d/$id.pid.tmp" "$d/$id.pid" || exit 125
 printf "%s\\n" "$$" >&3
-exec /bin/sh "$d/$id.cmd" </dev/null >"$d/$id.out" 2>&1 3>&-
+s=$d/$id.cmd
+[ -e "$d/$id.box" ] && s=$d/$id.box
+exec /bin/sh "$s" </dev/null >"$d/$id.out" 2>&1 3>&-
 """
 
 # The monitor, in a session of its own: it starts the command (through _CHILD)
@@ -204,12 +222,12 @@ d={directory}
 id={job_id}
 mkdir -p -m 700 -- "$d" || exit 125
 printf '%s' {payload} | base64 -d >"$d/$id.cmd" || exit 125
-m='{monitor}'
+{box}m='{monitor}'
 c='{child}'
 pid=$(setsid /bin/sh -c "$m" callboard-monitor "$c" "$d" "$id" </dev/null)
 case $pid in
   ''|*[!0-9]*)
-    rm -f -- "$d/$id.cmd" "$d/$id.out" "$d/$id.pid" "$d/$id.pid.tmp"
+    rm -f -- "$d/$id.cmd" "$d/$id.box" "$d/$id.out" "$d/$id.pid" "$d/$id.pid.tmp"
     echo "callboard: job $id did not start" >&2
     exit 125
     ;;
@@ -218,7 +236,14 @@ exit 0
 """
 
 
-def build_wrapper(command: str, files: JobFiles, *, cwd: Path) -> str:
+_BOX = """\
+printf '%s' {payload} | base64 -d >"$d/$id.box" || {{
+  rm -f -- "$d/$id.cmd" "$d/$id.box"; exit 125
+}}
+"""
+
+
+def build_wrapper(command: str, files: JobFiles, *, cwd: Path, box: str | None = None) -> str:
     """The ``/bin/sh`` script that starts ``command`` as the job ``files`` names.
 
     The command travels base64-encoded and is decoded into ``ID.cmd``, which
@@ -229,6 +254,9 @@ def build_wrapper(command: str, files: JobFiles, *, cwd: Path) -> str:
     is in ``ID.pid``, and 125 (with a reason on stderr) if it could not start.
     It reads nothing from its stdin, so it can be fed to ``sh -s``.
 
+    ``box`` is the text of ``ID.box`` (``Sandbox.box_script``): given, it
+    travels base64-encoded too, and the job runs it instead of ``ID.cmd``.
+
     Raises:
         ToolError: the command is not valid text, or ``cwd`` is not absolute.
     """
@@ -238,7 +266,12 @@ def build_wrapper(command: str, files: JobFiles, *, cwd: Path) -> str:
         payload = base64.b64encode(command.encode("utf-8")).decode("ascii")
     except UnicodeEncodeError:
         raise ToolError("the command is not valid text (it contains a lone surrogate)") from None
+    box_part = ""
+    if box is not None:
+        box_payload = base64.b64encode(box.encode("utf-8")).decode("ascii")
+        box_part = _BOX.format(payload=box_payload or "''")
     return _LAUNCHER.format(
+        box=box_part,
         job_id=files.job_id,
         cwd=shlex.quote(str(cwd)),
         directory=shlex.quote(str(files.directory)),
