@@ -27,6 +27,7 @@ import trio
 
 from .. import Actor, CallboardError, open_runtime
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
+from ..tools import Sandbox, probe_sandbox
 from ._metrics import serve_metrics
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
@@ -181,6 +182,24 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     }
 
 
+async def _sandbox(args: argparse.Namespace) -> Sandbox | None:
+    """The sandbox of shell commands and jobs: bwrap where it works (``auto``),
+    bwrap or fail (``bwrap``), or none."""
+    if args.sandbox == "none":
+        log.warning("--sandbox none: shell commands run unconfined, as this server's user")
+        return None
+    sandbox = Sandbox(network=args.sandbox_network == "host")
+    reason = await probe_sandbox(sandbox)
+    if reason is None:
+        net = "with" if sandbox.network else "without"
+        log.info("shell commands run in a bubblewrap sandbox, %s the network", net)
+        return sandbox
+    if args.sandbox == "bwrap":
+        raise CallboardError(f"--sandbox bwrap: {reason}")
+    log.warning("shell commands run unsandboxed: %s (--sandbox none to silence this)", reason)
+    return None
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -193,6 +212,7 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         stopping = trio.CancelScope()
         await main.start(_watch_signals, stopping)
         settings = _host_settings(args, data)
+        settings["sandbox"] = await _sandbox(args)
         workspace = args.workspace or os.getcwd()
         async with open_runtime(data, kinds=kinds, workspace=workspace, settings=settings) as rt:
             with stopping:
