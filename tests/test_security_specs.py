@@ -144,3 +144,19 @@ async def test_an_allowed_key_variable_is_sent_to_the_url_of_the_spec(
             await _one_turn(tmp_path, settings, spec)
         (headers,) = other.request_headers
     assert headers["authorization"] == "Bearer team-key"
+
+
+async def test_an_ssh_executor_to_a_host_the_operator_did_not_allow_is_refused(
+    tmp_path, workspace
+):
+    spec = _spec(workspace, executor={"ssh": {"host": "elsewhere.example"}})
+    settings = {"allowed_ssh_hosts": ["build.example"]}
+    with trio.fail_after(10), pytest.raises(callboard.SpecRefused) as refused:
+        await _spawn(tmp_path, settings, spec)
+    assert str(refused.value) == (
+        "the executor's ssh host 'elsewhere.example' is not allowed: the operator allows "
+        "hosts with --allow-ssh-host HOST (now: 'build.example')"
+    )
+    allowed = _spec(workspace, executor={"ssh": {"host": "build.example"}})
+    with trio.fail_after(10):
+        assert await _spawn(tmp_path / "b", settings, allowed) == "session/s1"

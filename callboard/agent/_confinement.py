@@ -15,6 +15,9 @@ spec can never widen them. The settings read here, each optional:
   unless the spec names one by ``api_key_env``:
 - ``allowed_key_envs``: environment variables a spec's ``api_key_env`` may
   name (``--allow-key-env``); the key is read from the server's environment.
+- ``allowed_ssh_hosts``: hosts a spec's ssh ``executor`` may name
+  (``--allow-ssh-host``). Absent: any. An ssh executor runs with the
+  server's own ssh keys and configuration, so a caller must not pick where.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from typing import Any
 from ..errors import SpecRefused
 from ..llm import API_KEY_ENV_VARS
 
-__all__ = ["check_model", "check_workspace", "configured_model_url", "model_key"]
+__all__ = [
+    "check_executor_host",
+    "check_model",
+    "check_workspace",
+    "configured_model_url",
+    "model_key",
+]
 
 
 def _norm(url: str) -> str:
@@ -111,3 +120,16 @@ def model_key(
             if value:
                 return value
     return None
+
+
+def check_executor_host(executor: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> None:
+    """Refuse an ssh executor whose host the operator did not allow."""
+    allowed = settings.get("allowed_ssh_hosts")
+    if executor is None or allowed is None:
+        return
+    host = executor.get("ssh", {}).get("host")
+    if host not in allowed:
+        raise SpecRefused(
+            f"the executor's ssh host {host!r} is not allowed: the operator allows hosts "
+            f"with --allow-ssh-host HOST (now: {', '.join(map(repr, allowed)) or 'none'})"
+        )

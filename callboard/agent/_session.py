@@ -38,7 +38,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
-from ._confinement import check_model, check_workspace
+from ._confinement import check_executor_host, check_model, check_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
@@ -92,6 +92,7 @@ class Session(TurnRunner):
     def check_spec(cls, spec: SessionSpec, settings: Mapping[str, Any]) -> None:
         check_workspace(spec.workspace, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
+        check_executor_host(spec.executor, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)

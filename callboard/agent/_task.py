@@ -37,7 +37,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
-from ._confinement import check_model, check_workspace
+from ._confinement import check_executor_host, check_model, check_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
@@ -88,6 +88,7 @@ class Task(TurnRunner):
         if spec.workspace is not None:
             check_workspace(spec.workspace, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
+        check_executor_host(spec.executor, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)

@@ -85,6 +85,8 @@ def add_parsers(subparsers: Any) -> None:
         "server key")  # fmt: skip
     add("--allow-key-env", action="append", default=[], metavar="NAME",
         help="an environment variable a spec may name as its model key (api_key_env)")  # fmt: skip
+    add("--allow-ssh-host", action="append", default=[], metavar="HOST",
+        help="a host a spec's ssh executor may name (repeatable; default: none)")  # fmt: skip
     add("--secret-env", action="append", default=[], metavar="NAME",
         help="an environment variable kept from shell commands, besides CALLBOARD_*, "
         "OPENAI_API_KEY and ANTHROPIC_API_KEY (repeatable)")  # fmt: skip
@@ -177,6 +179,7 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
         "workspace_roots": roots,
         "allowed_model_urls": list(args.allow_model_url),
         "allowed_key_envs": list(args.allow_key_env),
+        "allowed_ssh_hosts": list(args.allow_ssh_host),
         "secret_env": tuple(args.secret_env),
         "private_paths": tuple(private),
     }
