@@ -18,6 +18,7 @@ measured has its process to itself, as it would with real clients.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,10 @@ async def _echo(request: WebSocketRequest) -> None:
         pass
 
 
+# The benchmark's own operator token: the clients present it in hello, as any client must.
+_TOKEN = "benchmark-token"
+
+
 class _Load:
     """The clients: ``python -m benchmarks._ws_load`` as a child process.
 
@@ -86,8 +91,9 @@ class _Load:
         self._buffer = b""
 
     async def __aenter__(self) -> _Load:
+        env = {**os.environ, "CALLBOARD_TOKEN": _TOKEN}
         self._process = await trio.lowlevel.open_process(
-            self._argv, stdout=subprocess.PIPE, cwd=_ROOT
+            self._argv, stdout=subprocess.PIPE, cwd=_ROOT, env=env
         )
         return self
 
@@ -166,7 +172,9 @@ async def _round_trips(
 
 # Fan-out measures delivery, not lag handling (the gateway tests cover that):
 # the buffers hold a whole run's events so that no subscriber is cut off.
-_ROOMY = GatewayConfig(port=0, send_queue=8192, send_queue_bytes=64 << 20, subscriber_buffer=8192)
+_ROOMY = GatewayConfig(
+    port=0, token=_TOKEN, send_queue=8192, send_queue_bytes=64 << 20, subscriber_buffer=8192
+)
 
 
 async def _with_gateway(workdir: Path, body: Any, gateway: GatewayConfig | None = None) -> Any:
@@ -174,7 +182,7 @@ async def _with_gateway(workdir: Path, body: Any, gateway: GatewayConfig | None 
     async with callboard.open_runtime(
         workdir / "data", kinds=[Sink, Emitter], config=config, builtin_kinds=False
     ) as rt, trio.open_nursery() as nursery:  # fmt: skip
-        url = await nursery.start(serve_gateway, rt, gateway or GatewayConfig(port=0))
+        url = await nursery.start(serve_gateway, rt, gateway or GatewayConfig(port=0, token=_TOKEN))
         try:
             return await body(rt, url)
         finally:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -35,7 +36,8 @@ _OPTIONS = {"compression": None, "max_size": None, "ping_interval": None, "max_q
 
 
 async def _hello(ws: ClientConnection) -> None:
-    await ws.send(json.dumps({"op": "hello", "id": "h", "protocol": 1}))
+    token = os.environ["CALLBOARD_TOKEN"]  # given by the benchmark that started us
+    await ws.send(json.dumps({"op": "hello", "id": "h", "protocol": 1, "token": token}))
     reply = json.loads(await ws.recv())
     if reply.get("op") != "welcome":
         raise RuntimeError(f"no welcome: {reply}")
