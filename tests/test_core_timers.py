@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import callboard
+from callboard.runtime._runtime import TIMER_RECHECK
 
 
 class Ticker(callboard.Actor):
@@ -137,9 +138,9 @@ class Expected:
 
 async def settle(rt: callboard.Runtime) -> None:
     """Return once every timer due by the clock has fired and been handled."""
-    # The timer service sleeps in trio's time toward the next due timer; a
-    # jump of the wall clock is nothing it can see, so the test tells it,
-    # as a commit that sets a timer does.
+    # The timer service sleeps in trio's time toward the next due timer and
+    # sees a jump of the wall clock only at its next recheck (up to a second
+    # later), so the test tells it at once, as a commit that sets a timer does.
     rt.timers_changed()
     await trio.testing.wait_all_tasks_blocked()
     # The service has queued its firing by now: a probe queued after it
@@ -227,3 +228,87 @@ async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_
             expected.fire_due()
     assert sorted((actor, timer) for actor, timer, _, _ in rings) == sorted(expected.fired)
     assert [ring for ring in rings if ring[3] < ring[2]] == []
+
+
+class Reminder(callboard.Actor):
+    """``set`` schedules a ``ring`` after ``delay``; a ``ring`` is recorded as
+    ``[due, at]`` and emitted as ``rang``; any other message is recorded as
+    ``[type, key]``."""
+
+    kind = "reminder"
+    virtual = True
+
+    async def handle(self, ctx, message):
+        if message.type == "set":
+            due = ctx.now() + message.body["delay"]
+            ctx.schedule(message.body["delay"], "ring", {"due": due})
+        elif message.type == "ring":
+            ring = [message.body["due"], message.at]
+            self.state.setdefault("rang", []).append(ring)
+            ctx.emit("rang", ring)
+        else:
+            self.state.setdefault("got", []).append([message.type, message.key])
+
+
+async def set_reminder(rt: callboard.Runtime, delay: float) -> None:
+    """Set a timer on ``reminder/r`` and return once the timer service waits for it."""
+    ack = await rt.send("reminder/r", "set", {"delay": delay})
+    await rt.wait_handled("reminder/r", ack.seq)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def next_ring(events: callboard.runtime.Subscription) -> list[float]:
+    async for event in events:
+        if event.type == "rang":
+            return event.data
+    raise AssertionError("the subscription ended before a ring")
+
+
+async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_its_due_time(
+    tmp_path, mock_clock
+):
+    # Real speed, so fail_after still bounds a hang; jumped when the test says.
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    start = clock.now
+    ring = None
+    with trio.fail_after(30):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            async with rt.subscribe("reminder/r") as events:
+                await set_reminder(rt, 3600)
+                # Two hours on, and nobody tells the timer service.
+                clock.now += 2 * 3600
+                mock_clock.jump(TIMER_RECHECK)
+                with trio.move_on_after(TIMER_RECHECK):
+                    ring = await next_ring(events)
+    assert ring == [start + 3600, start + 2 * 3600]
+
+
+async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_path, mock_clock):
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    start = clock.now
+    ring = None
+    # 30 s beyond the jumps of trio's clock (the bound is on trio's clock too).
+    with trio.fail_after(30 + 121 * TIMER_RECHECK):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            async with rt.subscribe("reminder/r") as events:
+                await set_reminder(rt, 60)
+                clock.now -= 3600
+                # Trio's clock passes the due time and many rechecks; the wall
+                # clock, which decides, is an hour short of it.
+                mock_clock.jump(120 * TIMER_RECHECK)
+                await trio.testing.wait_all_tasks_blocked()
+                probe = await rt.send("reminder/r", "probe")
+                await rt.wait_handled("reminder/r", probe.seq)
+                early = (await rt.inspect("reminder/r")).state.get("rang", [])
+                clock.now = start + 60
+                mock_clock.jump(TIMER_RECHECK)
+                with trio.move_on_after(TIMER_RECHECK):
+                    ring = await next_ring(events)
+    assert early == []
+    assert ring == [start + 60, start + 60]

@@ -59,6 +59,7 @@ from ._hub import Hub, OnLag, Subscription
 
 __all__ = [
     "BUILTIN_KINDS",
+    "TIMER_RECHECK",
     "ActorInfo",
     "ActorView",
     "Runtime",
@@ -71,6 +72,14 @@ log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
+
+TIMER_RECHECK = 1.0
+"""Seconds the timer service waits at most before it reads the wall clock again.
+
+Timers are due by the wall clock, but the service waits on trio's clock,
+which does not jump: after the wall clock jumps forward (NTP, a suspended
+machine, a test's clock), a timer fires within about this long of the wall
+clock passing its due time, not after the whole wait it computed before."""
 
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
@@ -619,7 +628,9 @@ class Runtime:
                 continue
             delay = due - self.wall_time()
             if delay > 0:
-                with trio.move_on_after(delay):
+                # Never fires early: a timer is due when the wall clock says
+                # so, however it jumped meanwhile (see TIMER_RECHECK).
+                with trio.move_on_after(min(delay, TIMER_RECHECK)):
                     await self._timers_wakeup.wait()
                 continue
             for ack in await self.store.fire_timers():
