@@ -1,6 +1,8 @@
 """Durable timers: a timer set while handling a fired one fires too, and under any
 mix of schedules, cancels, restarts and clock jumps every timer that was not
-cancelled fires exactly once and never before it is due."""
+cancelled fires exactly once and never before it is due. A jump of the wall
+clock delays no timer by more than a recheck, and forgets no idempotency key
+before its window has passed."""
 
 from __future__ import annotations
 
@@ -312,3 +314,32 @@ async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_pa
                     ring = await next_ring(events)
     assert early == []
     assert ring == [start + 60, start + 60]
+
+
+async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window_has_passed(
+    tmp_path, mock_clock
+):
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    window = 3600.0
+    pruning_period = max(60.0, window / 10)  # as the runtime prunes
+    config = callboard.RuntimeConfig(key_window=window)
+    with trio.fail_after(30 + pruning_period + window):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, config=config, builtin_kinds=False
+        ) as rt:
+            first = await rt.send("reminder/r", "note", key="k")
+            clock.now += 2 * window
+            mock_clock.jump(pruning_period)
+            # The pruning has woken and queued its write: the send queues behind it.
+            await trio.testing.wait_all_tasks_blocked()
+            retried = await rt.send("reminder/r", "note", key="k")
+            # Now the window has passed by trio's clock as well.
+            mock_clock.jump(window)
+            await trio.testing.wait_all_tasks_blocked()
+            late = await rt.send("reminder/r", "note", key="k")
+    assert [first, retried, late] == [
+        callboard.Ack(1, False),
+        callboard.Ack(1, True),
+        callboard.Ack(2, False),
+    ]

@@ -649,9 +649,17 @@ class Runtime:
                     cell.request_passivation()
 
     async def _prune_keys(self) -> None:
+        # Keys are stamped with the wall clock, but their age is measured by
+        # whichever of it and trio's clock ran less since the runtime opened: a
+        # jump forward of the wall clock alone would forget keys still in their
+        # window, and a send retried just after would be delivered twice. (Trio's
+        # clock stands still while the machine is suspended: keys then stay
+        # longer than the window, never shorter.)
+        wall, monotonic = self.wall_time(), trio.current_time()
         while True:
             await trio.sleep(max(60.0, self.config.key_window / 10))
-            await self.store.prune_keys(self.config.key_window)
+            now = min(self.wall_time(), wall + (trio.current_time() - monotonic))
+            await self.store.prune_keys(self.config.key_window, now=now)
 
     def _recover(self) -> int:
         count = 0

@@ -323,8 +323,12 @@ class SqliteStore:
         state = self._state
         return await self._submit(lambda conn, now: ops.requeue(conn, state, dead_letter_id, now))
 
-    async def prune_keys(self, older_than: float) -> int:
-        return await self._submit(lambda conn, now: ops.prune_keys(conn, now - older_than))
+    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int:
+        """Forget the idempotency keys stamped more than ``older_than`` seconds
+        before ``now`` (by default the store's clock when the write runs)."""
+        return await self._submit(
+            lambda conn, clock: ops.prune_keys(conn, (clock if now is None else now) - older_than)
+        )
 
     # -- reads ---------------------------------------------------------------
 
