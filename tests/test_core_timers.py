@@ -7,7 +7,9 @@ before its window has passed."""
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import attrs
@@ -343,3 +345,54 @@ async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window
         callboard.Ack(1, True),
         callboard.Ack(2, False),
     ]
+
+
+def timer_ids(data: Path) -> list[int]:
+    """The ids of the timers pending in ``data``, read from another connection."""
+    with closing(sqlite3.connect(data / "callboard.sqlite3")) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM timers ORDER BY id")]
+
+
+async def fire_due_reminders(rt: callboard.Runtime) -> None:
+    """Return once every timer due by the clock has fired and ``reminder/r`` has handled it."""
+    rt.timers_changed()
+    await trio.testing.wait_all_tasks_blocked()
+    # Queued behind the firing: handled after it.
+    probe = await rt.send("reminder/r", "probe")
+    await rt.wait_handled("reminder/r", probe.seq)
+
+
+async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp_path):
+    clock = JumpingClock()
+    start = clock.now
+    with trio.fail_after(20):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            await set_reminder(rt, 60)
+            (timer,) = timer_ids(tmp_path)
+            # Timer firings were once sent under the key timer:{id}.
+            await rt.send("reminder/r", "note", key=f"timer:{timer}")
+            clock.now += 60
+            await fire_due_reminders(rt)
+            state = (await rt.inspect("reminder/r")).state
+    assert state["rang"] == [[start + 60, start + 60]]
+    assert state["got"] == [["note", f"timer:{timer}"], ["probe", None]]
+
+
+async def test_a_fired_timer_does_not_swallow_a_later_send_keyed_timer_id(tmp_path):
+    clock = JumpingClock()
+    with trio.fail_after(20):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            await set_reminder(rt, 60)
+            (timer,) = timer_ids(tmp_path)
+            clock.now += 60
+            await fire_due_reminders(rt)
+            ack = await rt.send("reminder/r", "note", key=f"timer:{timer}")
+            await rt.wait_handled("reminder/r", ack.seq)
+            state = (await rt.inspect("reminder/r")).state
+    assert ack.duplicate is False
+    assert len(state["rang"]) == 1
+    assert state["got"] == [["probe", None], ["note", f"timer:{timer}"]]
