@@ -9,19 +9,24 @@ makes every later commit append to the file, and without a limit the file
 keeps its largest size after the reader has gone: 4 MB grew to 4,966 MB in
 a minute under load, and stayed there.
 
-Two things bound it:
+Two things bound it, both at `WAL_SIZE_LIMIT`:
 
 - ``journal_size_limit``: when SQLite starts the log over it truncates the
-  file to `WAL_SIZE_LIMIT`.
-- `WalCheckpointer`: after a batch, when the file is past `WAL_CHECKPOINT_AT`,
-  the writer runs ``wal_checkpoint(TRUNCATE)`` in a worker thread, after
-  the batch was acknowledged. With the writer's ``busy_timeout`` of 0 a
-  reader that still holds the log makes it return at once (about 50 µs);
-  the writer tries again `WAL_CHECKPOINT_RETRY` batches later, so the first
-  commits after the reader leaves bring the file back to zero bytes.
+  file back to the limit (on the first commits after the reader has gone).
+- `WalCheckpointer`: after a batch, when the file has reached the limit, the
+  writer runs ``wal_checkpoint(TRUNCATE)`` in a worker thread, after the
+  batch was acknowledged. With the writer's ``busy_timeout`` of 0 a reader
+  that still holds the log makes it return at once (about 50 µs); the
+  writer tries again `WAL_CHECKPOINT_RETRY` batches later, and once the
+  reader has gone the file goes back to zero bytes. It does not rely on
+  SQLite's own checkpoints starting the log over: readers that overlap,
+  each short, can keep them from ever doing so.
 
-A WAL that stays under `WAL_CHECKPOINT_AT` (the usual case: the automatic
-checkpoints keep it near 4 MB) costs one ``stat`` per batch and nothing else.
+A WAL under the limit (the usual case: the automatic checkpoints keep it
+near 4 MB plus a batch) costs one ``stat`` per batch and nothing else. The
+limit is far above that on purpose: cutting a file that huge batches
+merely fill would make every next commit grow it again, and an fsync that
+also changes a file's size costs more.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ from pathlib import Path
 import attrs
 
 __all__ = [
-    "WAL_CHECKPOINT_AT",
     "WAL_CHECKPOINT_RETRY",
     "WAL_SIZE_LIMIT",
     "WalCheckpointer",
@@ -44,13 +48,8 @@ __all__ = [
 log = logging.getLogger("callboard.store")
 
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-"""Bytes SQLite truncates the WAL file back to when it starts the log over."""
-
-WAL_CHECKPOINT_AT = 16 * 1024 * 1024
-"""Bytes of WAL file past which the writer checkpoints and truncates it.
-
-Four times what the automatic checkpoints leave (1000 pages of 4 KiB) plus
-room for a large batch: past it, a reader has been holding the log."""
+"""Bytes of WAL file at which the writer checkpoints and truncates it, and that
+SQLite truncates it back to when it starts the log over."""
 
 WAL_CHECKPOINT_RETRY = 16
 """Batches the writer lets pass before it tries again a checkpoint that a
@@ -78,7 +77,7 @@ class WalCheckpointer:
             self._wait -= 1
             return False
         try:
-            return os.stat(self.path).st_size > WAL_CHECKPOINT_AT
+            return os.stat(self.path).st_size >= WAL_SIZE_LIMIT
         except FileNotFoundError:
             return False
 
