@@ -1,11 +1,15 @@
 """Durable timers: a timer set while handling a fired one fires too, and under any
 mix of schedules, cancels, restarts and clock jumps every timer that was not
-cancelled fires exactly once and never before it is due."""
+cancelled fires exactly once and never before it is due. A jump of the wall
+clock delays no timer by more than a recheck, and forgets no idempotency key
+before its window has passed."""
 
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import attrs
@@ -16,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import callboard
+from callboard.runtime._runtime import TIMER_RECHECK
 
 
 class Ticker(callboard.Actor):
@@ -137,9 +142,9 @@ class Expected:
 
 async def settle(rt: callboard.Runtime) -> None:
     """Return once every timer due by the clock has fired and been handled."""
-    # The timer service sleeps in trio's time toward the next due timer; a
-    # jump of the wall clock is nothing it can see, so the test tells it,
-    # as a commit that sets a timer does.
+    # The timer service sleeps in trio's time toward the next due timer and
+    # sees a jump of the wall clock only at its next recheck (up to a second
+    # later), so the test tells it at once, as a commit that sets a timer does.
     rt.timers_changed()
     await trio.testing.wait_all_tasks_blocked()
     # The service has queued its firing by now: a probe queued after it
@@ -227,3 +232,167 @@ async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_
             expected.fire_due()
     assert sorted((actor, timer) for actor, timer, _, _ in rings) == sorted(expected.fired)
     assert [ring for ring in rings if ring[3] < ring[2]] == []
+
+
+class Reminder(callboard.Actor):
+    """``set`` schedules a ``ring`` after ``delay``; a ``ring`` is recorded as
+    ``[due, at]`` and emitted as ``rang``; any other message is recorded as
+    ``[type, key]``."""
+
+    kind = "reminder"
+    virtual = True
+
+    async def handle(self, ctx, message):
+        if message.type == "set":
+            due = ctx.now() + message.body["delay"]
+            ctx.schedule(message.body["delay"], "ring", {"due": due})
+        elif message.type == "ring":
+            ring = [message.body["due"], message.at]
+            self.state.setdefault("rang", []).append(ring)
+            ctx.emit("rang", ring)
+        else:
+            self.state.setdefault("got", []).append([message.type, message.key])
+
+
+async def set_reminder(rt: callboard.Runtime, delay: float) -> None:
+    """Set a timer on ``reminder/r`` and return once the timer service waits for it."""
+    ack = await rt.send("reminder/r", "set", {"delay": delay})
+    await rt.wait_handled("reminder/r", ack.seq)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def next_ring(events: callboard.runtime.Subscription) -> list[float]:
+    async for event in events:
+        if event.type == "rang":
+            return event.data
+    raise AssertionError("the subscription ended before a ring")
+
+
+async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_its_due_time(
+    tmp_path, mock_clock
+):
+    # Real speed, so fail_after still bounds a hang; jumped when the test says.
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    start = clock.now
+    ring = None
+    with trio.fail_after(30):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            async with rt.subscribe("reminder/r") as events:
+                await set_reminder(rt, 3600)
+                # Two hours on, and nobody tells the timer service.
+                clock.now += 2 * 3600
+                mock_clock.jump(TIMER_RECHECK)
+                with trio.move_on_after(TIMER_RECHECK):
+                    ring = await next_ring(events)
+    assert ring == [start + 3600, start + 2 * 3600]
+
+
+async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_path, mock_clock):
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    start = clock.now
+    ring = None
+    # 30 s beyond the jumps of trio's clock (the bound is on trio's clock too).
+    with trio.fail_after(30 + 121 * TIMER_RECHECK):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            async with rt.subscribe("reminder/r") as events:
+                await set_reminder(rt, 60)
+                clock.now -= 3600
+                # Trio's clock passes the due time and many rechecks; the wall
+                # clock, which decides, is an hour short of it.
+                mock_clock.jump(120 * TIMER_RECHECK)
+                await trio.testing.wait_all_tasks_blocked()
+                probe = await rt.send("reminder/r", "probe")
+                await rt.wait_handled("reminder/r", probe.seq)
+                early = (await rt.inspect("reminder/r")).state.get("rang", [])
+                clock.now = start + 60
+                mock_clock.jump(TIMER_RECHECK)
+                with trio.move_on_after(TIMER_RECHECK):
+                    ring = await next_ring(events)
+    assert early == []
+    assert ring == [start + 60, start + 60]
+
+
+async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window_has_passed(
+    tmp_path, mock_clock
+):
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    window = 3600.0
+    pruning_period = max(60.0, window / 10)  # as the runtime prunes
+    config = callboard.RuntimeConfig(key_window=window)
+    with trio.fail_after(30 + pruning_period + window):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, config=config, builtin_kinds=False
+        ) as rt:
+            first = await rt.send("reminder/r", "note", key="k")
+            clock.now += 2 * window
+            mock_clock.jump(pruning_period)
+            # The pruning has woken and queued its write: the send queues behind it.
+            await trio.testing.wait_all_tasks_blocked()
+            retried = await rt.send("reminder/r", "note", key="k")
+            # Now the window has passed by trio's clock as well.
+            mock_clock.jump(window)
+            await trio.testing.wait_all_tasks_blocked()
+            late = await rt.send("reminder/r", "note", key="k")
+    assert [first, retried, late] == [
+        callboard.Ack(1, False),
+        callboard.Ack(1, True),
+        callboard.Ack(2, False),
+    ]
+
+
+def timer_ids(data: Path) -> list[int]:
+    """The ids of the timers pending in ``data``, read from another connection."""
+    with closing(sqlite3.connect(data / "callboard.sqlite3")) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM timers ORDER BY id")]
+
+
+async def fire_due_reminders(rt: callboard.Runtime) -> None:
+    """Return once every timer due by the clock has fired and ``reminder/r`` has handled it."""
+    rt.timers_changed()
+    await trio.testing.wait_all_tasks_blocked()
+    # Queued behind the firing: handled after it.
+    probe = await rt.send("reminder/r", "probe")
+    await rt.wait_handled("reminder/r", probe.seq)
+
+
+async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp_path):
+    clock = JumpingClock()
+    start = clock.now
+    with trio.fail_after(20):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            await set_reminder(rt, 60)
+            (timer,) = timer_ids(tmp_path)
+            # Timer firings were once sent under the key timer:{id}.
+            await rt.send("reminder/r", "note", key=f"timer:{timer}")
+            clock.now += 60
+            await fire_due_reminders(rt)
+            state = (await rt.inspect("reminder/r")).state
+    assert state["rang"] == [[start + 60, start + 60]]
+    assert state["got"] == [["note", f"timer:{timer}"], ["probe", None]]
+
+
+async def test_a_fired_timer_does_not_swallow_a_later_send_keyed_timer_id(tmp_path):
+    clock = JumpingClock()
+    with trio.fail_after(20):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
+        ) as rt:
+            await set_reminder(rt, 60)
+            (timer,) = timer_ids(tmp_path)
+            clock.now += 60
+            await fire_due_reminders(rt)
+            ack = await rt.send("reminder/r", "note", key=f"timer:{timer}")
+            await rt.wait_handled("reminder/r", ack.seq)
+            state = (await rt.inspect("reminder/r")).state
+    assert ack.duplicate is False
+    assert len(state["rang"]) == 1
+    assert state["got"] == [["probe", None], ["note", f"timer:{timer}"]]

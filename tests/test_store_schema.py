@@ -134,8 +134,8 @@ async def test_a_version_1_directory_is_migrated_and_its_timers_fire_and_new_one
     clock = FakeWallClock()
     with trio.fail_after(20):
         async with callboard.open_runtime(data, kinds=[Alarm], clock=clock) as rt:
-            # Timer 1 stays pending; timer 2 fires, and its key ``timer:2`` is
-            # remembered, as a version 1 table would next hand out id 2 again.
+            # Timer 1 stays pending; timer 2 fires, and a version 1 table
+            # would next hand out id 2 again.
             await rt.send("alarm/m", "set", {"delay": 3600, "label": "pending"})
             async with rt.subscribe("alarm/m") as events:
                 await rt.send("alarm/m", "set", {"delay": 0, "label": "fired"})

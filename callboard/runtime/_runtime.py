@@ -60,6 +60,7 @@ from ._hub import Hub, OnLag, Subscription
 
 __all__ = [
     "BUILTIN_KINDS",
+    "TIMER_RECHECK",
     "ActorInfo",
     "ActorView",
     "Runtime",
@@ -72,6 +73,14 @@ log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
+
+TIMER_RECHECK = 1.0
+"""Seconds the timer service waits at most before it reads the wall clock again.
+
+Timers are due by the wall clock, but the service waits on trio's clock,
+which does not jump: after the wall clock jumps forward (NTP, a suspended
+machine, a test's clock), a timer fires within about this long of the wall
+clock passing its due time, not after the whole wait it computed before."""
 
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
@@ -619,7 +628,9 @@ class Runtime:
                 continue
             delay = due - self.wall_time()
             if delay > 0:
-                with trio.move_on_after(delay):
+                # Never fires early: a timer is due when the wall clock says
+                # so, however it jumped meanwhile (see TIMER_RECHECK).
+                with trio.move_on_after(min(delay, TIMER_RECHECK)):
                     await self._timers_wakeup.wait()
                 continue
             for ack in await self.store.fire_timers():
@@ -638,9 +649,17 @@ class Runtime:
                     cell.request_passivation()
 
     async def _prune_keys(self) -> None:
+        # Keys are stamped with the wall clock, but their age is measured by
+        # whichever of it and trio's clock ran less since the runtime opened: a
+        # jump forward of the wall clock alone would forget keys still in their
+        # window, and a send retried just after would be delivered twice. (Trio's
+        # clock stands still while the machine is suspended: keys then stay
+        # longer than the window, never shorter.)
+        wall, monotonic = self.wall_time(), trio.current_time()
         while True:
             await trio.sleep(max(60.0, self.config.key_window / 10))
-            await self.store.prune_keys(self.config.key_window)
+            now = min(self.wall_time(), wall + (trio.current_time() - monotonic))
+            await self.store.prune_keys(self.config.key_window, now=now)
 
     def _recover(self) -> int:
         count = 0

@@ -20,10 +20,10 @@ __all__ = ["SCHEMA_VERSION", "prepare"]
 # Each statement creates only what is missing: on a migrated database they
 # add the tables of this version and leave the migrated ones alone.
 #
-# ``timers.id`` is AUTOINCREMENT: a fired timer is sent with the key
-# ``timer:{id}`` (see ``fire_timers``), remembered for the key window, and a
-# plain INTEGER PRIMARY KEY hands the id of a deleted row to the next one, whose
-# message that key would then drop as a duplicate.
+# ``timers.id`` is AUTOINCREMENT, so an id names one timer for good: a plain
+# INTEGER PRIMARY KEY hands the id of a deleted row to the next one. (Version 2
+# made it so because fired timers were then sent with the key ``timer:{id}``;
+# they now carry no key, see ``fire_timers``.)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actors (
     address TEXT PRIMARY KEY,

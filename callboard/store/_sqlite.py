@@ -3,7 +3,8 @@
 One writer task takes every operation waiting in its queue, runs them in one
 transaction on a worker thread and acknowledges them all after the one
 COMMIT (one fsync). Reads use a second connection on the trio thread: they
-are short, indexed and hold no transaction across an ``await``.
+are short, indexed and hold no transaction across an ``await``. Between
+batches the writer keeps the WAL under a bound (see ``_wal``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from ._records import (
     StoredAck,
 )
 from ._schema import prepare as prepare_schema
+from ._wal import WalCheckpointer, limit_wal
 
 __all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
+
+_DATABASE = "callboard.sqlite3"
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
@@ -86,6 +90,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     # FULL: NORMAL may lose acknowledged commits on power loss.
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=5000")
+    limit_wal(conn)
     return conn
 
 
@@ -123,11 +128,12 @@ class SqliteStore:
         # The writer's counters and deferred rows: this store's alone, and
         # used only by its writer, one batch at a time.
         self._state = ops.WriterState(max_cached_actors)
+        self._wal = WalCheckpointer(directory / f"{_DATABASE}-wal")
 
     # -- lifecycle -----------------------------------------------------------
 
     def _open_files(self) -> None:
-        path = self.directory / "callboard.sqlite3"
+        path = self.directory / _DATABASE
         fresh = not path.exists()
         self._writer = _connect(path)
         prepare_schema(self._writer, self.directory)
@@ -162,6 +168,11 @@ class SqliteStore:
                     self._operations += len(batch)
                     self._largest = max(self._largest, len(batch))
                     self._commit_seconds += time.perf_counter() - started
+                # After the acks, so no sender waits for it; the writes that
+                # arrive meanwhile queue up and share the next commit.
+                if self._wal.due():
+                    assert self._writer is not None
+                    await trio.to_thread.run_sync(self._wal.checkpoint, self._writer)
         finally:
             self._receive.close()
             self._fail_waiting()
@@ -312,14 +323,22 @@ class SqliteStore:
         state = self._state
         return await self._submit(lambda conn, now: ops.requeue(conn, state, dead_letter_id, now))
 
-    async def prune_keys(self, older_than: float) -> int:
-        return await self._submit(lambda conn, now: ops.prune_keys(conn, now - older_than))
+    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int:
+        """Forget the idempotency keys stamped more than ``older_than`` seconds
+        before ``now`` (by default the store's clock when the write runs)."""
+        return await self._submit(
+            lambda conn, clock: ops.prune_keys(conn, (clock if now is None else now) - older_than)
+        )
 
     # -- reads ---------------------------------------------------------------
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         if self._reader is None:
             raise RuntimeClosed("the store is closed")
+        # Every read goes through here, and ``fetchall`` steps the statement
+        # to its end, which resets it and so ends its read transaction before
+        # this returns. (A cursor left half read would pin the WAL: no
+        # checkpoint could start the log over while it lives.)
         return self._reader.execute(sql, args).fetchall()
 
     def actor(self, address: str) -> ActorRecord | None:

@@ -459,13 +459,13 @@ def fire_timers(
     acks = []
     for timer_id, address, type_, body, _key in due:
         conn.execute("DELETE FROM timers WHERE id = ?", (timer_id,))
-        # The timer key is scoped to timers; the mailbox key makes a fired
-        # timer idempotent should the same timer row ever be read twice. It
-        # names this timer alone: ids are never reused (see ``_schema.SCHEMA``).
+        # Sent with no idempotency key: the timer's row goes in the same
+        # transaction as its message is stored, so it fires once without one.
+        # (The keys table is the senders'; a key of the timer's there, such
+        # as ``timer:{id}``, would drop a sender's message that used it, or
+        # be dropped as that message's duplicate.)
         acks.append(
-            _send_or_dead_letter(
-                conn, w, Enqueue(address, type_, body, sender=address, key=f"timer:{timer_id}"), now
-            )
+            _send_or_dead_letter(conn, w, Enqueue(address, type_, body, sender=address), now)
         )
     return acks
 
