@@ -37,6 +37,7 @@ from .errors import StateError as StateError
 from .errors import StoreUnavailable as StoreUnavailable
 from .errors import UnknownActor as UnknownActor
 from .errors import UnknownKind as UnknownKind
+from .errors import UnknownOutcome as UnknownOutcome
 from .mailbox import Ack as Ack
 from .mailbox import Address as Address
 from .mailbox import DeadLetter as DeadLetter
@@ -96,6 +97,7 @@ __all__ = [
     "Tasks",
     "UnknownActor",
     "UnknownKind",
+    "UnknownOutcome",
     "WaitTimedOut",
     "open_runtime",
     "supervise",

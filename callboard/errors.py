@@ -14,6 +14,7 @@ The tree::
     ├── ActorStopped                                 the actor is stopped or failed
     ├── StateError                                   a snapshot that does not structure
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
+    ├── UnknownOutcome                               an I/O error left the write undecided
     ├── DataDirectoryLocked                          another process owns the data directory
     ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
     ├── RuntimeClosed                                the runtime is shutting down
@@ -56,6 +57,7 @@ __all__ = [
     "ToolError",
     "UnknownActor",
     "UnknownKind",
+    "UnknownOutcome",
 ]
 
 
@@ -125,6 +127,16 @@ class StoreUnavailable(CallboardError):
     """The store cannot persist right now; nothing of the request was accepted."""
 
     code = "unavailable"
+    retryable = True
+
+
+class UnknownOutcome(CallboardError):
+    """An I/O error (a failed fsync) came after the write may have reached the disk:
+    it may or may not have been accepted. Retry with the same idempotency key to
+    learn which (a duplicate ack means it was); without a key, a retry may
+    apply it twice."""
+
+    code = "unknown_outcome"
     retryable = True
 
 

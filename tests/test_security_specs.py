@@ -146,9 +146,7 @@ async def test_an_allowed_key_variable_is_sent_to_the_url_of_the_spec(
     assert headers["authorization"] == "Bearer team-key"
 
 
-async def test_an_ssh_executor_to_a_host_the_operator_did_not_allow_is_refused(
-    tmp_path, workspace
-):
+async def test_an_ssh_executor_to_a_host_the_operator_did_not_allow_is_refused(tmp_path, workspace):
     spec = _spec(workspace, executor={"ssh": {"host": "elsewhere.example"}})
     settings = {"allowed_ssh_hosts": ["build.example"]}
     with trio.fail_after(10), pytest.raises(callboard.SpecRefused) as refused:

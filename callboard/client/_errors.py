@@ -11,6 +11,8 @@ classes here (``callboard/errors.py`` stays the core's)::
     ├── UnknownActor        unknown_actor (core)
     ├── UnknownKind         unknown_kind  (core)
     ├── StoreUnavailable    unavailable   (core, retryable)
+    ├── UnknownOutcome      unknown_outcome (core, retryable with the same key)
+    ├── Forbidden           forbidden     (core)
     ├── Unauthorized        unauthorized
     ├── RateLimited         rate_limited  (retryable)
     ├── ServerError         internal, or a code this client does not know
@@ -31,6 +33,7 @@ from ..errors import (
     StoreUnavailable,
     UnknownActor,
     UnknownKind,
+    UnknownOutcome,
 )
 
 __all__ = [
@@ -107,6 +110,7 @@ _BY_CODE: dict[str, type[CallboardError]] = {
     "unknown_actor": UnknownActor,
     "unknown_kind": UnknownKind,
     "unavailable": StoreUnavailable,
+    "unknown_outcome": UnknownOutcome,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "too_large": TooLarge,

@@ -162,6 +162,9 @@ class RuntimeStatistics:
     store_operations: int
     store_largest_batch: int
     store_seconds: float
+    store_healthy: bool = True
+    """False from an I/O error at COMMIT until the store has recovered (fail-stop)."""
+    store_recoveries: int = 0
 
 
 def _spec_bytes(value: Any) -> bytes:
@@ -491,7 +494,17 @@ class Runtime:
             store_operations=store.operations,
             store_largest_batch=store.largest_batch,
             store_seconds=store.commit_seconds_total,
+            store_healthy=self.store.healthy,
+            store_recoveries=store.recoveries,
         )
+
+    def _store_recovered(self) -> None:
+        """The store reopened after a fail-stop: the WAL may hold writes whose
+        senders were told the outcome is unknown, so every active mailbox is
+        read again from the store."""
+        for cell in list(self._cells.values()):
+            cell.poke()
+        self._timers_wakeup.set()
 
     def counted(self, what: str, n: int = 1) -> None:
         """A cell reports a lifecycle step: commit, passivation, restart, dead letter."""
@@ -709,6 +722,7 @@ async def open_runtime(
         )
         if builtin_kinds:
             rt._with_builtins(kinds)
+        store.on_recovered = rt._store_recovered
         async with trio.open_nursery() as services:
             try:
                 async with trio.open_nursery() as actors:

@@ -9,6 +9,7 @@ batches the writer keeps the WAL under a bound (see ``_wal``).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -20,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..errors import RuntimeClosed, StoreUnavailable
+from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
 from ._records import (
@@ -38,6 +39,8 @@ from ._wal import WalCheckpointer, limit_wal
 
 __all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
 
+log = logging.getLogger("callboard.store")
+
 _DATABASE = "callboard.sqlite3"
 
 _ACTOR_COLUMNS = (
@@ -54,6 +57,7 @@ class StoreStatistics:
     operations: int
     largest_batch: int
     commit_seconds_total: float
+    recoveries: int = 0
 
 
 class _Op:
@@ -94,6 +98,19 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _is_io_error(exc: sqlite3.Error) -> bool:
+    """An SQLITE_IOERR of any kind (a failed fsync, write or read); SQLITE_FULL is not:
+    a write that finds the disk full is rolled back, so nothing was accepted."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_IOERR
+
+
+def _committing(conn: sqlite3.Connection) -> bool:
+    """After an I/O error: whether it may have come from the COMMIT. A statement
+    that fails leaves its transaction open; a failed COMMIT ends it (SQLite rolls
+    back what it can), so the outcome of a closed transaction is unknown."""
+    return not conn.in_transaction
+
+
 def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -129,6 +146,14 @@ class SqliteStore:
         # used only by its writer, one batch at a time.
         self._state = ops.WriterState(max_cached_actors)
         self._wal = WalCheckpointer(directory / f"{_DATABASE}-wal")
+        # Fail-stop (see _stop_after_io_error): the I/O error that stopped the
+        # store, until it has reopened its files and recovered from the WAL.
+        self._stopped_by: sqlite3.Error | None = None
+        self._recoveries = 0
+        self.on_recovered: Callable[[], None] | None = None
+        """Called on the trio thread once the store has recovered from a fail-stop:
+        the runtime re-reads every active mailbox, as the WAL may hold writes whose
+        senders were told the outcome is unknown."""
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -160,6 +185,9 @@ class SqliteStore:
                         break
                 started = time.perf_counter()
                 try:
+                    if self._stopped_by is not None and not await self._recover():
+                        self._refuse(batch)
+                        continue
                     await self._write(batch)
                 finally:
                     for op in batch:
@@ -214,6 +242,9 @@ class SqliteStore:
             state.forget()
             if not isinstance(exc, sqlite3.Error):
                 raise
+            if _is_io_error(exc):
+                self._stop_after_io_error(exc, batch)
+                return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             for op in batch:
@@ -221,6 +252,63 @@ class SqliteStore:
                 op.error = StoreUnavailable(
                     f"the store could not persist the write ({exc}); nothing was accepted"
                 )
+
+    def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
+        """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).
+
+        The batch's frames may already be in the WAL, so its outcome is
+        unknown: a later open may find it committed. Retrying the fsync would
+        be wrong (after a failed fsync the kernel may have dropped the dirty
+        pages and reports success next time: PostgreSQL's lesson of 2018), so
+        the store takes no more writes on these files. Before the next batch
+        it closes them and opens them again, which recovers from the WAL;
+        until that works every write is refused with nothing accepted.
+        """
+        self._stopped_by = exc
+        log.error(
+            "the store stopped after an I/O error at COMMIT (%s, %s): the outcome of %d "
+            "writes is unknown; it reopens its files and recovers from the WAL before "
+            "the next write",
+            exc, getattr(exc, "sqlite_errorname", "?"), len(batch),
+        )  # fmt: skip
+        for op in batch:
+            op.result = None
+            op.error = UnknownOutcome(
+                f"an I/O error ({exc}) came after this write may have reached the disk: "
+                "it may or may not have been accepted; retry with the same key to learn which"
+            )
+
+    async def _recover(self) -> bool:
+        """Reopen the files after a fail-stop; True once the store takes writes again."""
+        try:
+            await trio.to_thread.run_sync(self._reopen)
+        except (sqlite3.Error, OSError) as exc:
+            self._stopped_by = exc if isinstance(exc, sqlite3.Error) else self._stopped_by
+            return False
+        log.warning("the store reopened its files and recovered from the WAL; writes go on")
+        self._stopped_by = None
+        self._recoveries += 1
+        if self.on_recovered is not None:
+            self.on_recovered()
+        return True
+
+    def _reopen(self) -> None:
+        self._close_files()
+        self._state.forget()
+        self._open_files()
+
+    def _refuse(self, batch: list[_Op]) -> None:
+        for op in batch:
+            op.result = None
+            op.error = StoreUnavailable(
+                f"the store stopped after an I/O error ({self._stopped_by}) and cannot "
+                "reopen its files yet; nothing was accepted"
+            )
+
+    @property
+    def healthy(self) -> bool:
+        """False from an I/O error at COMMIT until the store has recovered from it."""
+        return self._stopped_by is None
 
     def _fail_waiting(self) -> None:
         while True:
@@ -233,7 +321,9 @@ class SqliteStore:
 
     def _run_batch(self, batch: list[_Op], now: float) -> None:
         """The slow path, in a worker thread: wait for the lock, and redo each
-        operation alone if one of them fails, so one bad write sinks no other."""
+        operation alone if one of them fails, so one bad write sinks no other.
+        An I/O error at COMMIT stops the store instead (the outcome is unknown,
+        so redoing the writes could apply them twice)."""
         conn = self._writer
         assert conn is not None
         state = self._state
@@ -245,17 +335,24 @@ class SqliteStore:
                     op.result = op.fn(conn, now)
                 state.flush(conn)
                 conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 state.forget()
+                if isinstance(exc, sqlite3.Error) and _is_io_error(exc) and _committing(conn):
+                    self._stop_after_io_error(exc, batch)
+                    return
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 for op in batch:
                     op.result = None
                     self._run_alone(conn, op, now)
         finally:
-            conn.execute("PRAGMA busy_timeout=0")
+            if self._stopped_by is None:
+                conn.execute("PRAGMA busy_timeout=0")
 
     def _run_alone(self, conn: sqlite3.Connection, op: _Op, now: float) -> None:
+        if self._stopped_by is not None:
+            self._refuse([op])
+            return
         state = self._state
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -264,6 +361,9 @@ class SqliteStore:
             conn.execute("COMMIT")
         except BaseException as exc:
             state.forget()
+            if isinstance(exc, sqlite3.Error) and _is_io_error(exc) and _committing(conn):
+                self._stop_after_io_error(exc, [op])
+                return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
@@ -294,7 +394,9 @@ class SqliteStore:
         return op.result
 
     def statistics(self) -> StoreStatistics:
-        return StoreStatistics(self._batches, self._operations, self._largest, self._commit_seconds)
+        return StoreStatistics(
+            self._batches, self._operations, self._largest, self._commit_seconds, self._recoveries
+        )
 
     # -- writes --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import trio
 
 from ..actors import Actor, Context, Effects
-from ..errors import CrashReason, Escalation, StateError, StoreUnavailable
+from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
 from ..store import (
     ActorRecord,
@@ -224,7 +224,7 @@ class ActorCell:
                 except Exception as exc:
                     try:
                         restart = await self._crashed(_unwrap(exc))
-                    except StoreUnavailable as refused:
+                    except (StoreUnavailable, UnknownOutcome) as refused:
                         # Not even the crash could be recorded: the store refuses
                         # writes. The last commit stands; try again after a pause
                         # rather than take the whole runtime down.

@@ -1,0 +1,73 @@
+"""A runtime in a child process for the fault tests: keyed sends, their outcomes.
+
+``store_child.py send DATA COUNT [halt]`` sends COUNT keyed messages to a
+few counters, eight at a time, and prints one JSON line per outcome:
+``{"key": K, "outcome": "acked" | "failed" | "unknown"}``. An unknown
+outcome is retried with the same key, as the error says to, until the
+store answers; the retry's answer is printed too. Then ``done``, and the
+child waits to be killed (a fault test ends it with SIGKILL, the worst end).
+With ``halt``, the sender that meets the first fault kills the process with
+SIGKILL at once, before a later write can cover what the fault left in the
+WAL (it would be written at the same place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+import core_kinds
+
+import callboard
+
+ACTORS = 4
+IN_FLIGHT = 8
+
+
+def _say(key: str, outcome: str) -> None:
+    print(json.dumps({"key": key, "outcome": outcome}), flush=True)
+
+
+async def send(data: str, count: int, halt: bool) -> None:
+    print(json.dumps({"pid": os.getpid()}), flush=True)  # under strace: the one to kill
+    async with callboard.open_runtime(data, kinds=[core_kinds.Counter]) as rt:
+        slots = trio.Semaphore(IN_FLIGHT)
+
+        async def one(n: int) -> None:
+            key = f"m{n}"
+            try:
+                while True:
+                    try:
+                        await rt.send(f"counter/a{n % ACTORS}", "add", {"id": key}, key=key)
+                    except callboard.UnknownOutcome:
+                        _say(key, "unknown")
+                        if halt:
+                            os.kill(os.getpid(), signal.SIGKILL)
+                        continue  # retry with the same key: the answer tells
+                    except callboard.StoreUnavailable:
+                        _say(key, "failed")
+                        if halt:
+                            os.kill(os.getpid(), signal.SIGKILL)
+                        return
+                    _say(key, "acked")
+                    return
+            finally:
+                slots.release()
+
+        async with trio.open_nursery() as nursery:
+            for n in range(count):
+                await slots.acquire()
+                nursery.start_soon(one, n)
+        print("done", flush=True)
+        await trio.sleep_forever()
+
+
+if __name__ == "__main__":
+    trio.run(send, sys.argv[2], int(sys.argv[3]), sys.argv[4:] == ["halt"])
