@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -386,3 +387,14 @@ async def test_a_failed_batch_drops_the_steps_it_deferred(tmp_path):
             assert [seq for seq, _ in results[3].events] == [2]
             assert actor_row(store, "a") == (b"1", 0, 0, False, 1, 2)
             assert not store._state.steps
+
+
+async def test_a_store_that_cannot_open_its_files_says_so_in_one_sentence(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "callboard.sqlite3").write_bytes(b"this is not a database" * 100)
+    with trio.fail_after(10), pytest.raises(StoreUnavailable) as refused:
+        async with open_sqlite_store(data):
+            pass  # pragma: no cover
+    assert str(refused.value).startswith(f"cannot open the store in {str(data)!r}: ")
+    assert "(SQLITE_NOTADB)" in str(refused.value)

@@ -149,6 +149,7 @@ class SqliteStore:
         # Fail-stop (see _stop_after_io_error): the I/O error that stopped the
         # store, until it has reopened its files and recovered from the WAL.
         self._stopped_by: sqlite3.Error | None = None
+        self._refused_since: float | None = None  # the episode of refused writes, if any
         self._recoveries = 0
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
@@ -247,11 +248,31 @@ class SqliteStore:
                 return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            self._refusing(exc)
             for op in batch:
                 op.result = None
                 op.error = StoreUnavailable(
                     f"the store could not persist the write ({exc}); nothing was accepted"
                 )
+            return
+        self._writing()
+
+    def _refusing(self, exc: sqlite3.Error) -> None:
+        """A write was refused (a full disk, typically): say so once per episode."""
+        if self._refused_since is None:
+            self._refused_since = time.monotonic()
+            log.error(
+                "the store refuses writes: %s (%s); nothing of them was accepted, and "
+                "writes go on by themselves once it can persist again",
+                exc, getattr(exc, "sqlite_errorname", "?"),
+            )  # fmt: skip
+
+    def _writing(self) -> None:
+        """A batch committed: the end of an episode of refusals, if there was one."""
+        if self._refused_since is not None:
+            lasted = time.monotonic() - self._refused_since
+            self._refused_since = None
+            log.warning("the store persists writes again, after %.1f s of refusals", lasted)
 
     def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
         """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).
@@ -367,6 +388,7 @@ class SqliteStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
+                self._refusing(exc)
                 op.error = StoreUnavailable(
                     f"the store could not persist the write ({exc}); nothing was accepted"
                 )
@@ -549,7 +571,8 @@ async def open_sqlite_store(
     On exit the writer finishes every queued write before the files close.
     """
     path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
+    # Owner only: it holds the server's token and everything its actors said.
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
     lock = DirectoryLock(path)
     lock.acquire()
     store = SqliteStore(
@@ -560,7 +583,13 @@ async def open_sqlite_store(
         max_cached_actors=max_cached_actors,
     )
     try:
-        store._open_files()
+        try:
+            store._open_files()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot open the store in {str(path)!r}: {exc} "
+                f"({getattr(exc, 'sqlite_errorname', 'an SQLite error')})"
+            ) from exc
         async with trio.open_nursery() as nursery:
             await nursery.start(store._run_writer)
             try:
