@@ -15,13 +15,14 @@ from typing import Any
 import trio
 from credentials import TEST_TOKEN
 from gateway_kinds import KINDS
+from websockets.exceptions import ConnectionClosed
 from websockets.trio.client import ClientConnection
 from websockets.trio.client import connect as ws_connect
 
 import callboard
 from callboard.gateway import Gateway, GatewayConfig
 
-__all__ = ["Client", "connect", "open_gateway"]
+__all__ = ["Client", "close_code", "connect", "open_gateway"]
 
 
 @asynccontextmanager
@@ -118,3 +119,15 @@ async def connect(
             welcome = await client.receive()
             assert welcome["op"] == "welcome", welcome
         yield client
+
+
+async def close_code(client: Client, *, into: list[dict] | None = None) -> int | None:
+    """Read until the server closes (keeping the frames ``into`` a list); the
+    close code it sent (None: no close frame)."""
+    try:
+        while True:
+            frame = await client.receive()
+            if into is not None:
+                into.append(frame)
+    except ConnectionClosed as exc:
+        return exc.rcvd.code if exc.rcvd is not None else None

@@ -38,6 +38,7 @@ async def main(data: str, workspace: str, command: str, *options: str) -> None:
             f"job/{job.job_id}", "watch",
             {"job_id": job.job_id, "command": job.command, "owner": "inbox/o", "pid": job.pid,
              "start_time": job.start_time, "directory": str(job.files.directory)},
+            sender="inbox/o",  # as the owner that started it: only the owner may
         )  # fmt: skip
         await rt.wait_handled(f"job/{job.job_id}", ack.seq)
         print(f"started {job.job_id} {job.pid} {job.start_time}", flush=True)

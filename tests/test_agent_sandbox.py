@@ -8,6 +8,7 @@ the tests check what the tools answered the model.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  #
 import callboard
 from callboard.errors import BadRequest
 from callboard.tools import Confinement, Sandbox
+from callboard.tools._sandbox import SECRET_DIRS, SECRET_FILES
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get("CI"),
@@ -124,15 +126,26 @@ def test_the_confinement_adds_the_data_and_jobs_directories_to_the_sandboxs_hide
         "private_paths": ("/srv/private",),
     }
     confinement = Confinement.from_settings(settings)
-    assert confinement.sandbox == Sandbox(hide=("/etc/cb-token", "/srv/cb", "/srv/cb/jobs"))
+    # The private paths too: what the file tools may not read, no command may either.
+    assert confinement.sandbox == Sandbox(
+        hide=("/etc/cb-token", "/srv/cb", "/srv/cb/jobs", "/srv/private")
+    )
     assert confinement.secret_env == ("DEPLOY_KEY",)
-    assert confinement.hidden_paths == ("/srv/private", "/etc/cb-token", "/srv/cb", "/srv/cb/jobs")
+    own = ("/srv/private", "/etc/cb-token", "/srv/cb", "/srv/cb/jobs")
+    assert confinement.hidden_paths == (*own, *_machine_secrets())
+
+
+def _machine_secrets() -> tuple[str, ...]:
+    """What the file tools refuse on any host: the secrets the sandbox masks."""
+    files = [match for pattern in SECRET_FILES for match in sorted(glob.glob(pattern))]
+    return (*files, *SECRET_DIRS)
 
 
 def test_without_those_settings_nothing_is_sandboxed_or_hidden() -> None:
     confinement = Confinement.from_settings({"data_dir": "/srv/cb", "jobs_dir": "/srv/cb/jobs"})
     assert confinement == Confinement()
-    assert confinement.hidden_paths == ()
+    assert confinement.hidden_paths == _machine_secrets()
+    assert "/etc/shadow" in confinement.hidden_paths  # the tests run where it exists
 
 
 @pytest.mark.parametrize(
@@ -148,3 +161,34 @@ def test_a_setting_of_the_wrong_kind_is_refused_by_name(
 ) -> None:
     with pytest.raises((TypeError, ValueError), match=message):
         Confinement.from_settings(settings)
+
+
+async def test_the_file_tools_refuse_the_machines_secrets_even_in_a_workspace_of_slash(
+    tmp_path: Path,
+) -> None:
+    settings = {"jobs_dir": str(tmp_path / JOBS_DIR), "workspace_roots": ["/"]}
+    calls = [tool_call("read_file", {"path": "etc/shadow"})]
+    results = await tool_results(tmp_path / "data", Path("/"), settings, *calls)
+    assert results[0][0] == "error"
+    assert "root:" not in results[0][1]
+
+
+async def test_a_workspace_swapped_for_a_link_out_of_the_roots_after_spawn_is_refused(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    sub = root / "sub"
+    sub.mkdir(parents=True)
+    settings = {"jobs_dir": str(tmp_path / JOBS_DIR), "workspace_roots": [str(root)]}
+
+    def swap(body: dict[str, Any]) -> Any:
+        # Between spawn and the tool call, as another session's shell could.
+        sub.rmdir()
+        sub.symlink_to(tmp_path)
+        return tool_call("read_file", {"path": "secret.txt"})
+
+    (tmp_path / "secret.txt").write_text("outside the roots")
+    results = await tool_results(tmp_path / "data", sub, settings, swap)
+    assert results[0][0] == "error"
+    assert "is outside every workspace root" in results[0][1]
+    assert "outside the roots" not in results[0][1]

@@ -15,8 +15,8 @@ import pytest
 import trio
 from credentials import TEST_TOKEN
 from gateway_kinds import KINDS
-from gateway_wire import Client, connect, open_gateway
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from gateway_wire import close_code, connect, open_gateway
+from websockets.exceptions import InvalidStatus
 
 import callboard
 from callboard.gateway import Gateway, GatewayConfig, serve_gateway
@@ -28,18 +28,6 @@ TOKEN = "s3cret-token"
 async def served(tmp_path: Path) -> AsyncIterator[tuple[callboard.Runtime, Gateway]]:
     async with open_gateway(tmp_path / "data") as served:
         yield served
-
-
-async def close_code(client: Client, *, into: list[dict] | None = None) -> int | None:
-    """Read until the server closes (keeping the frames ``into`` a list); the
-    close code it sent (None: no close frame)."""
-    try:
-        while True:
-            frame = await client.receive()
-            if into is not None:
-                into.append(frame)
-    except ConnectionClosed as exc:
-        return exc.rcvd.code if exc.rcvd is not None else None
 
 
 # -- the connection ----------------------------------------------------------------

@@ -35,6 +35,7 @@ async def start_job(rt: callboard.Runtime, root: Path, owner: str, command: str)
         f"job/{job.job_id}", "watch",
         {"job_id": job.job_id, "command": job.command, "owner": owner, "pid": job.pid,
          "start_time": job.start_time, "directory": str(job.files.directory)},
+        sender=owner,  # as the owner that started it: only the owner may
     )  # fmt: skip
     await rt.wait_handled(f"job/{job.job_id}", ack.seq)
     return job

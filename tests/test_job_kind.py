@@ -31,6 +31,7 @@ async def _watch(rt, job, owner="inbox/o"):
         f"job/{job.job_id}", "watch",
         {"job_id": job.job_id, "command": job.command, "owner": owner, "pid": job.pid,
          "start_time": job.start_time, "directory": str(job.files.directory)},
+        sender=owner,  # as the owner that started it: only the owner may
     )  # fmt: skip
 
 
@@ -92,6 +93,7 @@ async def test_a_reused_pid_is_not_mistaken_for_the_job_and_the_job_is_reported_
                 "job/ghost", "watch",
                 {"job_id": "ghost", "command": "sleep 100", "owner": "inbox/o",
                  "pid": os.getpid(), "start_time": 1, "directory": str(directory)},
+                sender="inbox/o",
             )  # fmt: skip
             [got] = await _owner_got(rt, 1)
     assert got["body"]["status"] == "lost"
@@ -103,3 +105,24 @@ def test_a_fence_is_longer_than_any_run_of_backticks_in_the_output():
     assert fence("plain") == "```\nplain\n```"
     text = machine_event_text("j1", "make", "exited", 0, "")
     assert text.splitlines()[0].startswith("[machine event] background job j1 finished (exited 0)")
+
+
+async def test_a_watch_from_anyone_but_the_owner_it_names_is_refused_and_starts_nothing(
+    tmp_path,
+):
+    # A client's message has no sender: it could otherwise name any pid to
+    # signal and any file to read as the server.
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path / "data", kinds=KINDS) as rt:
+            async with rt.subscribe("job/forged", after=0) as events:
+                await rt.send(
+                    "job/forged", "watch",
+                    {"job_id": "forged", "command": "x", "owner": "inbox/o", "pid": os.getpid(),
+                     "start_time": process_start_time(os.getpid()), "directory": str(tmp_path)},
+                )  # fmt: skip
+                async for event in events:
+                    if event.type == "job.refused":
+                        break
+            view = await rt.inspect("job/forged")
+    assert event.data == {"from": None, "reason": "only the owner that started a job may watch it"}
+    assert view.state["status"] == "new"

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import logging
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import trio
-from gateway_wire import connect, open_gateway
+from gateway_wire import close_code, connect, open_gateway
 
 from callboard.gateway import (
     GatewayConfig,
     add_client_token,
     ensure_operator_token,
+    list_client_tokens,
     read_token,
     remove_client_token,
 )
+from callboard.gateway._access import _limited_as
 
 
 async def test_a_gateway_with_no_token_given_makes_one_only_its_owner_can_read(tmp_path):
@@ -161,3 +164,55 @@ async def test_a_token_creates_at_most_its_activation_quota_of_new_actors(tmp_pa
 def test_a_client_token_name_must_be_plain_and_not_operator(tmp_path, name):
     with pytest.raises(ValueError, match="name"):
         add_client_token(tmp_path, name, access="read", actors=["*"])
+
+
+async def test_a_token_that_globs_into_a_kind_cannot_subscribe_to_the_whole_kind(tmp_path):
+    data = tmp_path / "data"
+    narrow = add_client_token(data, "narrow", access="read", actors=["counter/?"])
+    with trio.fail_after(10):
+        async with open_gateway(data) as (_, gateway):
+            async with connect(gateway.url, token=narrow, header_token=narrow) as client:
+                whole = await client.request("subscribe", actor="counter/*")
+                one = await client.ok("subscribe", actor="counter/a")
+    assert whole["code"] == "forbidden"
+    assert "sub" in one
+
+
+async def test_a_token_removed_while_its_connection_is_open_is_refused_at_its_next_request(
+    tmp_path,
+):
+    data = tmp_path / "data"
+    app = add_client_token(data, "app", access="write", actors=["counter/*"])
+    with trio.fail_after(10):
+        async with open_gateway(data) as (_, gateway):
+            async with connect(gateway.url, token=app, header_token=app) as client:
+                before = await client.ok("send", to="counter/a", type="add")
+                remove_client_token(data, "app")
+                after = await client.request("send", to="counter/a", type="add")
+                code = await close_code(client)
+    assert before == {"seq": 1, "duplicate": False}
+    assert (after["code"], after["message"]) == (
+        "unauthorized", "the token 'app' was revoked; this connection is closed"
+    )  # fmt: skip
+    assert code == 1008
+
+
+def test_client_tokens_added_and_removed_at_once_all_take_effect(tmp_path):
+    add_client_token(tmp_path, "gone", access="read", actors=["*"])
+
+    def add(n: int) -> None:
+        add_client_token(tmp_path, f"t{n}", access="read", actors=["*"])
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(add, n) for n in range(16)]
+        futures.append(pool.submit(remove_client_token, tmp_path, "gone"))
+        for future in futures:
+            future.result()
+    names = sorted(t.name for t in list_client_tokens(tmp_path))
+    assert names == sorted(f"t{n}" for n in range(16))
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1", "127.0.1.5", "::1"])
+def test_every_loopback_address_counts_its_failed_guesses_as_one_peer(peer):
+    assert _limited_as(peer) == "loopback"
+    assert _limited_as("192.0.2.7") == "192.0.2.7"

@@ -102,3 +102,21 @@ async def test_metrics_beyond_loopback_need_a_token_the_operator_chose(tmp_path)
     assert done.returncode == 2
     assert b"--metrics-host '0.0.0.0' exposes the metrics beyond this machine" in done.stderr
     assert not data.exists()
+
+
+async def test_serve_started_in_slash_without_workspace_roots_refuses_to_start(tmp_path):
+    with trio.fail_after(20):
+        done = await cli("serve", "--data", str(tmp_path / "data"), "--port", "0", cwd="/")
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("callboard serve: serve was started in /, ")
+    assert not (tmp_path / "data").exists()
+
+
+async def test_a_data_directory_readable_by_others_is_made_owner_only(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    with trio.fail_after(20):
+        async with serving(data):
+            pass
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700

@@ -35,6 +35,7 @@ __all__ = [
     "check_model",
     "check_workspace",
     "configured_model_url",
+    "confined_workspace",
     "model_key",
 ]
 
@@ -71,6 +72,14 @@ def check_workspace(workspace: str, settings: Mapping[str, Any]) -> None:
             "pick a directory under one, or have the operator add a root with "
             "--workspace-root DIR"
         )
+
+
+def confined_workspace(workspace: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:
+    """``workspace`` resolved, once more checked against the roots (`SpecRefused`):
+    for each use, as what was a directory under a root at spawn may be a link now."""
+    path = Path(os.path.realpath(workspace))
+    check_workspace(str(path), settings)
+    return path
 
 
 def configured_model_url(settings: Mapping[str, Any]) -> str | None:

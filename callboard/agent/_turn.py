@@ -34,9 +34,10 @@ from typing import Any
 import attrs
 
 from ..actors import Context
-from ..errors import ModelError
+from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
     CANCELLED_RESULT,
@@ -181,16 +182,23 @@ async def drive_turn(
             record_started(turn, call.id)
             ctx.emit("tool.started", _call_event(turn, call.id, call.name, call.arguments))
             await ctx.checkpoint()  # recorded as started before it runs
-            result, status = await run_tool(
-                call.name,
-                call.arguments,
-                workspace=settings.workspace,
-                offered=settings.tools,
-                owner=ctx.address,
-                jobs_root=settings.jobs_root,
-                confinement=Confinement.from_settings(ctx.settings),
-                jobs=jobs,
-            )
+            # Checked again at every use, resolved: a directory under a root may have
+            # been swapped for a link to elsewhere since the spawn checked its path.
+            try:
+                workspace = confined_workspace(settings.workspace, ctx.settings)
+            except SpecRefused as refused:
+                result, status = f"error: {refused}", "error"
+            else:
+                result, status = await run_tool(
+                    call.name,
+                    call.arguments,
+                    workspace=workspace,
+                    offered=settings.tools,
+                    owner=ctx.address,
+                    jobs_root=settings.jobs_root,
+                    confinement=Confinement.from_settings(ctx.settings),
+                    jobs=jobs,
+                )
             _record(ctx, turn, chat, call, result, status)
         elif isinstance(step, Refuse):
             _record(ctx, turn, chat, step.call, step.reason, "refused")

@@ -138,6 +138,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 "or serve the metrics on 127.0.0.1"
             )
         kinds = [load_kind(spec) for spec in args.kind]
+        _workspace_roots(args)  # refused here, before anything starts
     except (ValueError, CallboardError) as exc:
         print(f"callboard serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -167,12 +168,28 @@ def _chosen_token(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _workspace_roots(args: argparse.Namespace) -> list[str]:
+    """``--workspace-root`` resolved, else the directory serve started in, unless that
+    is ``/``: then every directory would be a workspace, so the roots must be named."""
+    if args.workspace_root:
+        return [str(Path(root).resolve()) for root in args.workspace_root]
+    here = os.getcwd()
+    if Path(here).resolve() == Path("/"):
+        raise ValueError(
+            "serve was started in /, which as the default workspace root would let any "
+            "spawn name any directory: name the roots with --workspace-root DIR "
+            "(--workspace-root / if you mean it)"
+        )
+    return [here]
+
+
 def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     """What every actor is allowed, as ``ctx.settings`` (see ``callboard.agent``)."""
-    roots = [str(Path(root).resolve()) for root in args.workspace_root] or [os.getcwd()]
+    roots = _workspace_roots(args)
     private = [str(data)]
-    if args.token_file is not None:
-        private.append(str(Path(args.token_file).resolve()))
+    for token_file in (args.token_file, os.environ.get("CALLBOARD_TOKEN_FILE")):
+        if token_file:
+            private.append(str(Path(token_file).resolve()))
     return {
         "model_url": args.model_url,
         "model": args.model,

@@ -7,6 +7,7 @@ guesses) and the activation quotas (per token, so neither does that).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable
 
@@ -18,6 +19,17 @@ from ._tokens import TokenFile
 __all__ = ["Access", "Refused"]
 
 log = logging.getLogger("callboard.gateway")
+
+
+def _limited_as(peer: str) -> str:
+    """The key a peer's failed guesses count under: every loopback address is one
+    peer (127.0.0.2 is this machine as much as 127.0.0.1 is)."""
+    try:
+        if ipaddress.ip_address(peer.strip("[]")).is_loopback:
+            return "loopback"
+    except ValueError:
+        pass
+    return peer
 
 
 @attrs.frozen
@@ -43,7 +55,8 @@ class Access:
     def authenticate(self, peer: str, presented: list[str]) -> Grant | Refused:
         """The grant of the tokens a client presented (header and ``hello``; when
         both are there they must be the same token), or why it is refused."""
-        wait = self._failures.retry_after(peer)
+        key = _limited_as(peer)
+        wait = self._failures.retry_after(key)
         if wait is not None:
             return Refused(
                 "rate_limited",
@@ -54,7 +67,7 @@ class Access:
             grant = self._tokens.authenticate(presented[0])
         if grant is not None:
             return grant
-        said = self._failures.fail(peer)
+        said = self._failures.fail(key)
         if said == "first":
             log.warning("refused %s: a wrong or missing token", peer)
         elif said == "shut_out":
@@ -69,6 +82,11 @@ class Access:
             "or as 'token' in hello (the operator token is in the data directory's 'token' "
             "file); this connection is closed",
         )
+
+    def still_granted(self, grant: Grant, token: str) -> bool:
+        """Whether ``token`` still has ``grant`` (a client token may have been removed
+        or changed since the connection said hello; the operator's cannot)."""
+        return grant.is_operator or self._tokens.authenticate(token) == grant
 
     def take_activation(self, grant: Grant) -> bool:
         """Count one new actor against ``grant``'s quota; False when it is used up."""

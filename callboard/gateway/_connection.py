@@ -69,6 +69,7 @@ class Connection:
         self.remote = remote
         self.client: str | None = None
         self.grant: Grant | None = None
+        self._token = ""  # the token the grant came from, checked again while open
         self.outbox = Outbox(
             config.send_queue, reserve=config.send_reserve, max_bytes=config.send_queue_bytes
         )
@@ -205,11 +206,28 @@ class Connection:
                 await self.drop(f"it took no data for {timeout} s", graceful=False)
                 return
 
+    def _still_granted(self) -> bool:
+        grant = self.grant
+        return grant is None or self._access.still_granted(grant, self._token)
+
+    async def _revoked(self, rid: str | None) -> None:
+        """The token was removed (or changed) since hello: nothing more is done for it."""
+        assert self.grant is not None
+        message = f"the token {self.grant.name!r} was revoked; this connection is closed"
+        await self.outbox.put(f.encode_error(rid, "unauthorized", message))
+        self._subs.close()
+        self.outbox.close_after(1008, "token revoked")
+        self._reader.cancel()
+
     async def _keepalive(self) -> None:
         cfg = self._cfg
         try:
             while True:
                 await trio.sleep(cfg.ping_interval)
+                # A connection that only listens has a revoked token noticed here.
+                if not self._still_granted():
+                    await self._revoked(None)
+                    return
                 if trio.current_time() - self._last_heard < cfg.ping_interval:
                     continue
                 with trio.move_on_after(cfg.idle_timeout) as waiting:
@@ -255,6 +273,7 @@ class Connection:
         if isinstance(grant, Refused):
             return await self._refuse(request.id, grant.code, grant.message, "not authenticated")
         self.grant = grant
+        self._token = presented[0]
         self.client = request.client
         welcome = {"op": "welcome", "id": request.id, "protocol": f.PROTOCOL_VERSION}
         await self.outbox.put(f.encode({**welcome, "server": SERVER}))
@@ -278,6 +297,8 @@ class Connection:
         elif isinstance(request, f.Hello):
             message = "hello was already received on this connection"
             await self.outbox.put(f.encode_error(request.id, "bad_request", message))
+        elif not self._still_granted():
+            await self._revoked(request.id)
         elif self._bucket is not None and not self._bucket.take():
             limit = f"{self._cfg.rate_limit:g} requests/s"
             message = f"this connection is over its limit of {limit}; retry later"

@@ -58,6 +58,10 @@ class Grant:
         return self.is_operator or any(fnmatch.fnmatchcase(address, p) for p in self.actors)
 
     def may_read(self, address: str) -> bool:
+        """``address`` may also be a subscription pattern (``KIND/*``, ``*``): that
+        needs a grant of the whole pattern, not one that globs into part of it."""
+        if "*" in address:
+            return self.is_operator or "*" in self.actors or address in self.actors
         return self.reaches(address)
 
     def may_write(self, address: str) -> bool:

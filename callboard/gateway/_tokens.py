@@ -20,11 +20,13 @@ safe: a process that cannot read the file cannot connect):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,6 +163,18 @@ def _save(path: Path, tokens: list[ClientToken]) -> None:
     _write_private(path, json.dumps({"version": 1, "tokens": items}, indent=2) + "\n", replace=True)
 
 
+@contextlib.contextmanager
+def _editing(path: Path) -> Iterator[None]:
+    """One edit of ``tokens.json`` at a time (read, change, write), across processes:
+    two ``callboard token`` commands at once must not undo each other's change."""
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def list_client_tokens(data: str | os.PathLike[str]) -> list[ClientToken]:
     """The client tokens of the data directory, in the order they were added."""
     return _load(Path(data) / CLIENT_TOKENS_FILE)
@@ -190,13 +204,15 @@ def add_client_token(
     patterns = check_patterns(tuple(actors))
     path = Path(data) / CLIENT_TOKENS_FILE
     Path(data).mkdir(mode=0o700, parents=True, exist_ok=True)
-    tokens = _load(path)
-    if any(t.name == name for t in tokens):
-        raise BadRequest(
-            f"a client token named {name!r} exists; remove it first (callboard token remove {name})"
-        )
-    token = f"cbt_{secrets.token_urlsafe(32)}"
-    _save(path, [*tokens, ClientToken(name, _digest(token), access, patterns)])
+    with _editing(path):
+        tokens = _load(path)
+        if any(t.name == name for t in tokens):
+            raise BadRequest(
+                f"a client token named {name!r} exists; remove it first "
+                f"(callboard token remove {name})"
+            )
+        token = f"cbt_{secrets.token_urlsafe(32)}"
+        _save(path, [*tokens, ClientToken(name, _digest(token), access, patterns)])
     return token
 
 
@@ -207,11 +223,12 @@ def remove_client_token(data: str | os.PathLike[str], name: str) -> None:
         BadRequest: there is no token of that name.
     """
     path = Path(data) / CLIENT_TOKENS_FILE
-    tokens = _load(path)
-    kept = [t for t in tokens if t.name != name]
-    if len(kept) == len(tokens):
-        raise BadRequest(f"there is no client token named {name!r}")
-    _save(path, kept)
+    with _editing(path):
+        tokens = _load(path)
+        kept = [t for t in tokens if t.name != name]
+        if len(kept) == len(tokens):
+            raise BadRequest(f"there is no client token named {name!r}")
+        _save(path, kept)
 
 
 class TokenFile:

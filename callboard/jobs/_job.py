@@ -76,6 +76,17 @@ def executor_from(description: dict[str, Any] | None, *, confinement: Confinemen
     return SshExecutor(**ssh, secret_env=confinement.secret_env)
 
 
+def _refuse_watch(message: Message) -> str | None:
+    """Why a ``watch`` is refused, or None: it must come from the actor it names as
+    the owner. A client's message has no sender, so no client can make a job."""
+    body = message.body
+    if not isinstance(body, dict) or not isinstance(body.get("owner"), str):
+        return "a watch names its owner"
+    if message.sender is None or message.sender != body["owner"]:
+        return "only the owner that started a job may watch it"
+    return None
+
+
 class Job(Actor):
     """One background process, owned by the session or task that started it."""
 
@@ -100,6 +111,12 @@ class Job(Actor):
     async def handle(self, ctx: Context, message: Message) -> None:
         if message.type == "watch" and self.state.status == "new":
             body = message.body
+            refused = _refuse_watch(message)
+            if refused is not None:
+                # A watch names a pid to signal and files to read as this server:
+                # only the owner that started the job may send it (never a client).
+                ctx.emit("job.refused", {"from": message.sender, "reason": refused})
+                return
             self.state = JobState(
                 job_id=body["job_id"],
                 command=body["command"],

@@ -111,6 +111,14 @@ def _committing(conn: sqlite3.Connection) -> bool:
     return not conn.in_transaction
 
 
+def _make_private(directory: Path) -> None:
+    """Take group and other access away from a data directory made before this rule
+    (the files inside then cannot be reached by anyone but the owner)."""
+    mode = directory.stat().st_mode & 0o777
+    if mode & 0o077:
+        os.chmod(directory, mode & 0o700)
+
+
 def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -573,6 +581,7 @@ async def open_sqlite_store(
     path = Path(directory)
     # Owner only: it holds the server's token and everything its actors said.
     path.mkdir(mode=0o700, parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
+    _make_private(path)
     lock = DirectoryLock(path)
     lock.acquire()
     store = SqliteStore(

@@ -21,13 +21,14 @@ the keys are read in one place:
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from ._sandbox import Sandbox
+from ._sandbox import SECRET_DIRS, SECRET_FILES, Sandbox
 
 __all__ = ["Confinement"]
 
@@ -82,7 +83,11 @@ class Confinement:
         sandbox = settings.get("sandbox")
         if isinstance(sandbox, Sandbox):
             own = [settings.get(key) for key in ("data_dir", "jobs_dir")]
-            extra = [os.path.abspath(path) for path in own if isinstance(path, str) and path]
+            # The private paths too (a token file outside the data directory):
+            # what the file tools may not read, no command may read either.
+            private = settings.get("private_paths") or ()
+            paths = [*own, *(private if isinstance(private, list | tuple) else ())]
+            extra = [os.path.abspath(path) for path in paths if isinstance(path, str) and path]
             hide = tuple(dict.fromkeys((*sandbox.hide, *extra)))
             sandbox = attrs.evolve(sandbox, hide=hide)
         return cls(
@@ -93,6 +98,9 @@ class Confinement:
 
     @property
     def hidden_paths(self) -> tuple[str, ...]:
-        """The paths the file tools refuse: ``private_paths`` and the sandbox's ``hide``."""
+        """The paths the file tools refuse: ``private_paths``, the sandbox's ``hide``,
+        and the machine's secrets that the sandbox masks (with or without one: the
+        file tools run as the server, outside any sandbox)."""
         hidden = self.sandbox.hide if self.sandbox is not None else ()
-        return tuple(dict.fromkeys((*self.private_paths, *hidden)))
+        secrets = [match for pattern in SECRET_FILES for match in sorted(glob.glob(pattern))]
+        return tuple(dict.fromkeys((*self.private_paths, *hidden, *secrets, *SECRET_DIRS)))

@@ -107,6 +107,7 @@ SECRET_FILES: tuple[str, ...] = (
     "/etc/ppp/chap-secrets",
     "/etc/ppp/pap-secrets",
     "/var/lib/systemd/credential.secret",
+    "/var/cache/debconf/passwords.dat",
 )
 
 #: Directories of private keys and stored credentials: each one present is
@@ -120,6 +121,9 @@ SECRET_DIRS: tuple[str, ...] = (
     "/etc/NetworkManager/system-connections",
     "/etc/wireguard",
     "/var/spool/cron/crontabs",
+    # Logs: failed logins (btmp names what people mistyped as user names,
+    # passwords often), and package installs' answers.
+    "/var/log",
 )
 
 # Files of /etc that may be links into /run, which is covered: bound again
