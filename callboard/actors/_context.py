@@ -156,7 +156,7 @@ class Context:
         An exception from an activity crashes the actor (it is restarted from
         its last commit and `Actor.on_start` resumes the work).
         """
-        self._host.start_activity(fn, *args, name=name or getattr(fn, "__name__", "activity"))
+        self._host.start_activity(fn, *args, name=name or str(getattr(fn, "__name__", "activity")))
 
     async def checkpoint(self) -> None:
         """Commit the state and everything emitted, sent and scheduled so far.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -13,7 +13,7 @@ Restart = Literal["permanent", "transient", "temporary"]
 OnIntensity = Literal["dead_letter", "stop", "escalate"]
 
 
-def _positive(instance: object, attribute: attrs.Attribute, value: float) -> None:
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value <= 0:
         raise ValueError(f"Supervision.{attribute.name} must be positive, got {value!r}")
 
@@ -49,4 +49,4 @@ class Supervision:
         """The delay before restart number ``restarts`` (1 for the first)."""
         base = min(self.backoff_max, self.backoff_initial * 2 ** max(0, restarts - 1))
         spread = (rng or random).uniform(-self.backoff_jitter, self.backoff_jitter)
-        return max(0.0, min(self.backoff_max, base * (1 + spread)))
+        return float(max(0.0, min(self.backoff_max, base * (1 + spread))))

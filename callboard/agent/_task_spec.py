@@ -75,17 +75,17 @@ def _check_deadline(instance: RunSpec, attribute: Any, value: float | None) -> N
         raise TypeError(f"'deadline' must be positive, got {value!r} seconds")
 
 
-def _check_prompt(instance: RunSpec, attribute: Any, value: object) -> None:
+def _check_prompt(instance: RunSpec, attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise TypeError(f"'prompt' must be non-empty text, got {value!r}")
 
 
-def _check_approve(instance: RunSpec, attribute: Any, value: object) -> None:
+def _check_approve(instance: RunSpec, attribute: Any, value: Any) -> None:
     if value not in APPROVALS:
         raise TypeError(f"'approve' must be 'always', 'ask' or 'never', got {value!r}")
 
 
-def _check_workspace(instance: RunSpec, attribute: Any, value: object) -> None:
+def _check_workspace(instance: RunSpec, attribute: Any, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not os.path.isabs(value)):
         raise TypeError(f"'workspace' must be an absolute path to a directory, got {value!r}")
 

@@ -12,6 +12,7 @@ here, before a socket is opened.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 import attrs
 from attrs import validators as v
@@ -34,6 +35,11 @@ def _positive_or_none(
 ) -> None:
     if value is not None:
         _positive(instance, attribute, value)  # type: ignore[arg-type]
+
+
+def _positive_int_or_none(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _positive_int(instance, attribute, value)
 
 
 def is_loopback(host: str) -> bool:
@@ -142,7 +148,7 @@ class GatewayConfig:
     list_limit: int = attrs.field(default=10_000, validator=_positive_int)
     auth_burst: int = attrs.field(default=10, validator=_positive_int)
     auth_rate: float = attrs.field(default=0.1, validator=_positive)
-    activation_quota: int | None = attrs.field(default=1000, validator=v.optional(_positive_int))
+    activation_quota: int | None = attrs.field(default=1000, validator=_positive_int_or_none)
 
     def __attrs_post_init__(self) -> None:
         if self.token is None and not is_loopback(self.host):

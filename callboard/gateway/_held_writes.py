@@ -140,7 +140,7 @@ class HeldWrites(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         return await self.stream.receive_some(max_bytes)
 
     async def aclose(self) -> None:

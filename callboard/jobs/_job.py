@@ -98,7 +98,7 @@ class Job(Actor):
     _watching: trio.CancelScope | None = None
 
     def is_busy(self) -> bool:
-        return self.state.status == "running"
+        return bool(self.state.status == "running")
 
     @property
     def files(self) -> JobFiles:

@@ -35,9 +35,9 @@ import logging
 import os
 import random
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import attrs
 import httpx
@@ -244,7 +244,9 @@ class ChatClient:
                     if not 200 <= response.status_code < 300:
                         raise status_failure(call, response, await _read_limited(response))
                     stream.content_type = response.headers.get("content-type", "")
-                    async with aclosing(response.aiter_bytes()) as chunks:
+                    async with aclosing(
+                        cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+                    ) as chunks:
                         async for chunk in chunks:
                             stream.feed(chunk)
                             grace = _AFTER_DONE_GRACE if stream.complete else self.idle_timeout
@@ -349,7 +351,7 @@ async def _read_limited(response: httpx.Response) -> str:
     """Read an error body, at most ``_ERROR_BODY_LIMIT`` bytes of it."""
     parts: list[bytes] = []
     size = 0
-    async with aclosing(response.aiter_bytes()) as chunks:
+    async with aclosing(cast(AsyncGenerator[bytes, None], response.aiter_bytes())) as chunks:
         async for chunk in chunks:
             parts.append(chunk)
             size += len(chunk)

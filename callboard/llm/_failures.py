@@ -117,7 +117,7 @@ def error_message(body: str) -> str:
     if isinstance(parsed, dict):
         error = parsed.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+            return str(error["message"])
         if isinstance(error, str):
             return error
     return body

@@ -178,7 +178,7 @@ def _found_version(conn: sqlite3.Connection) -> str | None:
     if _has_table(conn, "meta"):
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is not None:
-            return row[0]
+            return str(row[0])
     # Version 1 created its tables before it wrote its version, each in a
     # transaction of its own: a process that died between them left these.
     return "1"

@@ -385,7 +385,9 @@ def _update_actor(
         conn.execute(f"UPDATE actors SET {', '.join(sets)} WHERE address = ?", (*args, address))
 
 
-def _send_or_dead_letter(conn: sqlite3.Connection, w: WriterState, item: Enqueue, now: float):
+def _send_or_dead_letter(
+    conn: sqlite3.Connection, w: WriterState, item: Enqueue, now: float
+) -> StoredAck | Exception:
     # A message an actor sends is part of its commit: if the recipient cannot
     # take it, it goes to the dead letters rather than failing the sender's step.
     result = enqueue(conn, w, item, now)

@@ -44,6 +44,10 @@ def _names(value: object, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _secret_names(value: object) -> tuple[str, ...]:
+    return _names(value, "secret_env")
+
+
 def _paths(value: object) -> tuple[str, ...]:
     paths = _names(value, "private_paths")
     for path in paths:
@@ -52,7 +56,7 @@ def _paths(value: object) -> tuple[str, ...]:
     return paths
 
 
-def _sandbox(_instance: object, _attribute: object, value: object) -> None:
+def _sandbox(_instance: object, _attribute: object, value: Any) -> None:
     if value is not None and not isinstance(value, Sandbox):
         raise TypeError(f"the setting 'sandbox' must be a Sandbox or None, got {value!r}")
 
@@ -67,9 +71,7 @@ class Confinement:
     """
 
     sandbox: Sandbox | None = attrs.field(default=None, validator=_sandbox)
-    secret_env: tuple[str, ...] = attrs.field(
-        default=(), converter=lambda value: _names(value, "secret_env")
-    )
+    secret_env: tuple[str, ...] = attrs.field(default=(), converter=_secret_names)
     private_paths: tuple[str, ...] = attrs.field(default=(), converter=_paths)
 
     @classmethod
@@ -80,7 +82,7 @@ class Confinement:
             TypeError, ValueError: a key holds something of the wrong kind;
                 the message names it.
         """
-        sandbox = settings.get("sandbox")
+        sandbox: Any = settings.get("sandbox")
         if isinstance(sandbox, Sandbox):
             own = [settings.get(key) for key in ("data_dir", "jobs_dir")]
             # The private paths too (a token file outside the data directory):

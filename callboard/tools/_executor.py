@@ -116,6 +116,10 @@ class Executor(Protocol):
         ...
 
 
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(names)
+
+
 def _launch_failure(files: JobFiles, stderr: bytes) -> ToolError:
     reason = stderr.decode("utf-8", "replace").strip() or "no reason given"
     return ToolError(f"job {files.job_id} did not start: {reason}")
@@ -134,7 +138,7 @@ class LocalExecutor:
     """
 
     start_timeout: float = 10.0
-    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
     sandbox: Sandbox | None = attrs.field(default=None, kw_only=True)
 
     async def start(self, command: str, files: JobFiles, *, cwd: Path) -> None:
@@ -296,7 +300,7 @@ class SshExecutor:
     options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=validate_ssh_options)
     connect_timeout: int = attrs.field(default=10, kw_only=True)
     op_timeout: float = attrs.field(default=30.0, kw_only=True)
-    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    secret_env: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=_names)
 
     def argv(self) -> list[str]:
         """The ``ssh`` command line that runs ``/bin/sh -s`` on the host."""

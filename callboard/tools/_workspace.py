@@ -61,6 +61,10 @@ def _check_hidden(
             )
 
 
+def _path_tuple(paths: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(paths)
+
+
 @attrs.frozen
 class Workspace:
     """A directory that confines every path a file tool is given.
@@ -72,7 +76,10 @@ class Workspace:
 
     root: Path = attrs.field(validator=_check_root)
     hidden: tuple[Path, ...] = attrs.field(
-        default=(), kw_only=True, converter=tuple, validator=_check_hidden
+        default=(),
+        kw_only=True,
+        converter=_path_tuple,
+        validator=_check_hidden,
     )
 
     @classmethod
