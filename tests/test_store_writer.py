@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+import callboard
 from callboard.errors import ActorStopped, StoreUnavailable, UnknownActor
 from callboard.store import open_sqlite_store
 from callboard.store._records import Commit, Enqueue, NewEvent, StoredAck
@@ -398,3 +399,27 @@ async def test_a_store_that_cannot_open_its_files_says_so_in_one_sentence(tmp_pa
             pass  # pragma: no cover
     assert str(refused.value).startswith(f"cannot open the store in {str(data)!r}: ")
     assert "(SQLITE_NOTADB)" in str(refused.value)
+
+
+async def test_an_actor_whose_commits_the_store_refuses_is_inspected_as_failing(tmp_path):
+    from gateway_kinds import Counter
+
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path / "data", kinds=[Counter]) as rt:
+            ack = await rt.send("counter/a", "add")
+            await rt.wait_handled("counter/a", ack.seq)
+            writer = rt.store._writer
+            assert writer is not None
+            pages = writer.execute("PRAGMA page_count").fetchone()[0]
+            # SQLite's own limit makes the disk "full" for what needs new pages.
+            writer.execute(f"PRAGMA max_page_count = {pages + 4}")
+            await rt.send("counter/a", "grow", {"size": 400_000})
+            # The step's commit fails, the crash is recorded, the cell waits out its
+            # backoff and fails again: whenever everything waits, look.
+            while (view := await rt.inspect("counter/a")).status != "failing":
+                await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+            writer.execute("PRAGMA max_page_count = 1073741823")
+    assert view.status == "failing"
+    assert view.last_error is not None
+    assert view.last_error["during"] == "commit"
+    assert "full" in view.last_error["error"]

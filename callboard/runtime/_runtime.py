@@ -383,7 +383,7 @@ class Runtime:
             mailbox=record.unhandled,
             head=record.event_head,
             restarts=record.restarts,
-            last_error=loads(record.last_error) if record.last_error else None,
+            last_error=self._last_error(address, record.last_error),
         )
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
@@ -441,9 +441,17 @@ class Runtime:
             rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
         return rows, None
 
+    def _last_error(self, address: str, stored: bytes | None) -> dict[str, Any] | None:
+        cell = self._cells.get(address)
+        if cell is not None and cell.commit_failure is not None:
+            return {"error": cell.commit_failure, "during": "commit"}
+        return loads(stored) if stored else None
+
     def _status(self, address: str, stored: str, final: bool) -> str:
-        if not final and address in self._cells:
-            return "active"
+        cell = self._cells.get(address)
+        if not final and cell is not None:
+            # "failing": in memory, but the store refuses its commits (a full disk).
+            return "failing" if cell.commit_failure is not None else "active"
         return stored
 
     @asynccontextmanager

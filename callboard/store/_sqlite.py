@@ -241,7 +241,9 @@ class SqliteStore:
             state.flush(conn)
         except BaseException:
             state.forget()
-            conn.execute("ROLLBACK")
+            # SQLite rolls back by itself after some errors (SQLITE_FULL, IOERR).
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:

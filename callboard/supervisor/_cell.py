@@ -101,6 +101,8 @@ class ActorCell:
         self._current: Message | None = None
         self._pending_dead_letter: tuple[int, bytes] | None = None
         self._restart_times: deque[float] = deque()
+        self.commit_failure: str | None = None
+        """Why its last commit failed (the store refused it), until a step commits."""
 
     # -- the mailbox, in memory --------------------------------------------
 
@@ -383,6 +385,7 @@ class ActorCell:
             ) from None
 
     async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> None:
+        bookkeeping = bool(lifecycle)  # a crash's record, not a step of the actor
         effects, self.effects = self.effects, Effects()
         state: bytes | None = None
         busy: bool | None = None
@@ -413,7 +416,14 @@ class ActorCell:
             busy=False if final else busy,
             **lifecycle,
         )
-        result = await self._svc.store.commit(commit)
+        try:
+            result = await self._svc.store.commit(commit)
+        except (StoreUnavailable, UnknownOutcome) as exc:
+            # Until a commit goes through, inspect tells that this actor is stuck.
+            self.commit_failure = str(exc)
+            raise
+        if not bookkeeping:
+            self.commit_failure = None
         # Durable from here on: only now may anyone hear of it.
         self._svc.counted("commits")
         if commit.dead_letter is not None:
