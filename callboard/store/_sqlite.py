@@ -3,7 +3,9 @@
 One writer task takes every operation waiting in its queue, runs them in one
 transaction on a worker thread and acknowledges them all after the one
 COMMIT (one fsync). Reads use a second connection on the trio thread: they
-are short, indexed and hold no transaction across an ``await``.
+are short, indexed and hold no transaction across an ``await``. Pages of
+events for a replay, which may be big, are read on worker threads instead
+(`EventReaders`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import trio
 
 from ..errors import RuntimeClosed, StoreUnavailable
 from . import _sqlite_ops as ops
+from ._event_reads import EventReaders
 from ._lock import DirectoryLock
 from ._records import (
     ActorRecord,
@@ -28,6 +31,7 @@ from ._records import (
     CommitResult,
     DeadLetterRecord,
     Enqueue,
+    EventPage,
     EventRecord,
     MailboxRecord,
     StoredAck,
@@ -35,6 +39,10 @@ from ._records import (
 from ._schema import prepare as prepare_schema
 
 __all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
+
+# Pages of events read at once (each on a worker thread with its own
+# connection): as many as our machines have cores; more replays wait their turn.
+_EVENT_READ_THREADS = 2
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
@@ -123,6 +131,9 @@ class SqliteStore:
         # The writer's counters and deferred rows: this store's alone, and
         # used only by its writer, one batch at a time.
         self._state = ops.WriterState(max_cached_actors)
+        self._event_reads = EventReaders(
+            directory / "callboard.sqlite3", connections=_EVENT_READ_THREADS
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -137,6 +148,7 @@ class SqliteStore:
         self._reader = _connect(path)
 
     def _close_files(self) -> None:
+        self._event_reads.close()
         for conn in (self._reader, self._writer):
             if conn is not None:
                 conn.close()
@@ -359,6 +371,17 @@ class SqliteStore:
             (address, after, limit),
         )
         return [EventRecord(*r) for r in rows]
+
+    async def read_events(
+        self, address: str, after: int, *, limit: int, max_bytes: int
+    ) -> EventPage:
+        """The next page of ``address``'s events after seq ``after``: at most
+        ``limit`` events and ``max_bytes`` bytes of their data, but always the
+        next event if there is one. Read on a worker thread (`EventReaders`);
+        a cancel point only before the read starts."""
+        if self._reader is None:
+            raise RuntimeClosed("the store is closed")
+        return await self._event_reads.read(address, after, limit=limit, max_bytes=max_bytes)
 
     def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
