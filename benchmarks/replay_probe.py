@@ -14,7 +14,8 @@
 3. It prints one JSON line: the RSS growth (peak during the replay, from
    ``VmHWM`` reset after start-up, minus the RSS before it), the longest
    single task step (a trio instrument), the longest gap of a 1 ms
-   heartbeat task, the slowest ping, and how many ``lagged`` frames came.
+   heartbeat task, the slowest ping, how many ``lagged`` frames came, and
+   the CPU seconds (user, system) each process spent on the replay.
 
 It is a standalone script rather than a scenario of ``python -m
 benchmarks``: it measures the server's worst moment, not a rate.
@@ -26,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -110,14 +112,16 @@ async def _client(url: str, subscribers: int, events: int) -> dict[str, Any]:
                 pings.append(time.monotonic() - started)
                 await asyncio.sleep(0.005)
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), os.times()
     ping_task = asyncio.create_task(pinger())
     await asyncio.gather(*(subscriber() for _ in range(subscribers)))
-    seconds = time.monotonic() - started
+    seconds, spent = time.monotonic() - started, os.times()
     done.set()
     await ping_task
     return {"replay_s": round(seconds, 2), "lagged": lagged, "pings": len(pings),
-            "slowest_ping_ms": round(max(pings) * 1000, 1)}  # fmt: skip
+            "slowest_ping_ms": round(max(pings) * 1000, 1),
+            "client_cpu_s": [round(spent.user - cpu.user, 1),
+                             round(spent.system - cpu.system, 1)]}  # fmt: skip
 
 
 async def _serve(data: Path, subscribers: int, events: int) -> dict[str, Any]:
@@ -159,9 +163,11 @@ async def _serve(data: Path, subscribers: int, events: int) -> dict[str, Any]:
             Path("/proc/self/clear_refs").write_text("5")  # noqa: ASYNC240
             trio.lowlevel.add_instrument(steps)
             nursery.start_soon(heartbeat)
+            cpu = resource.getrusage(resource.RUSAGE_SELF)
             child = [sys.executable, __file__, "--client", url, "--subscribers",
                      str(subscribers), "--events", str(events)]  # fmt: skip
             result = await trio.run_process(child, capture_stdout=True)
+            spent = resource.getrusage(resource.RUSAGE_SELF)
             trio.lowlevel.remove_instrument(steps)
             peak = _rss_kb("VmHWM")
             nursery.cancel_scope.cancel()
@@ -170,7 +176,9 @@ async def _serve(data: Path, subscribers: int, events: int) -> dict[str, Any]:
         "rss_growth_mb": round((peak - rss_before) / 1024, 1),
         "longest_step_ms": round(steps.longest * 1000, 1),
         "heartbeat_gap_ms": round(widest_gap * 1000, 1),
-    }
+        "server_cpu_s": [round(spent.ru_utime - cpu.ru_utime, 1),
+                         round(spent.ru_stime - cpu.ru_stime, 1)],
+    }  # fmt: skip
 
 
 def main() -> None:
