@@ -379,6 +379,10 @@ async def test_a_consumer_slower_than_its_buffer_resumes_from_the_store(tmp_path
             await server.rt.wait_handled("counter/a", ack.seq)
             async with client.subscribe("counter/a", after=0) as events:
                 # Let the 21 replayed events arrive while nobody reads: 16 fit.
+                # The server reads them on a worker thread, which
+                # wait_all_tasks_blocked does not wait for: wait for the 16th too.
+                while events.statistics().buffered < 16:
+                    await trio.testing.wait_all_tasks_blocked()
                 await trio.testing.wait_all_tasks_blocked()
                 assert events.statistics().buffered == 16
                 got = await take(events, 21)

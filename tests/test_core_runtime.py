@@ -317,6 +317,12 @@ async def test_list_reads_every_page_and_filters_stored_and_active_statuses(tmp_
         ("write_queue", 0, "RuntimeConfig.write_queue must be an integer >= 1, got 0"),
         ("inbox_limit", 2.5, "RuntimeConfig.inbox_limit must be an integer >= 1, got 2.5"),
         ("batch_max", True, "RuntimeConfig.batch_max must be an integer >= 1, got True"),
+        ("replay_page", 0, "RuntimeConfig.replay_page must be an integer >= 1, got 0"),
+        (
+            "replay_page_bytes",
+            "1M",
+            "RuntimeConfig.replay_page_bytes must be an integer >= 1, got '1M'",
+        ),
         ("passivate_after", -1, "RuntimeConfig.passivate_after must be seconds > 0, got -1"),
         ("key_window", "7d", "RuntimeConfig.key_window must be seconds > 0, got '7d'"),
     ],

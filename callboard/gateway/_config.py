@@ -104,7 +104,10 @@ class GatewayConfig:
             is also the largest burst a subscriber takes without lagging.
         send_queue_bytes: characters of events and replies queued per
             connection; with ``send_queue`` it bounds a connection's memory
-            when events are big.
+            when events are big. A replay (``subscribe`` with ``after``)
+            waits while the queue is over it and reads no page from the
+            store meanwhile: it goes at the client's pace instead of lagging
+            (pages are ``RuntimeConfig.replay_page`` and ``replay_page_bytes``).
         subscriber_buffer: events buffered per subscription in the runtime's
             hub before the connection takes them; past it the subscription lags.
         rate_limit: requests per second allowed per connection (token bucket),

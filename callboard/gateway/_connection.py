@@ -13,11 +13,14 @@ The shape follows the traps in ECOSYSTEM.md:
   halfway and then followed by a close frame. A client that takes no byte
   for ``send_timeout`` is caught by the watchdog, which closes the TCP
   stream (no per-frame cancel scope on the hot path).
-- Subscriptions (`Subscriptions`) forward events with ``put_nowait`` and
-  end with ``lagged`` when the outbox is full. Memory per connection is
-  therefore bounded by ``send_queue`` frames, one batch being written
-  (``write_batch`` frames, 64 K characters) and each subscription's hub
-  buffer, whatever the client does.
+- Subscriptions (`Subscriptions`) forward live events with ``put_nowait``
+  and end with ``lagged`` when the outbox is full; a replay waits for room
+  instead, reading no page from the store while the outbox is full. Memory
+  per connection is therefore bounded by ``send_queue`` frames and
+  ``send_queue_bytes`` (plus one frame), one batch being written
+  (``write_batch`` frames, 64 K characters), each subscription's hub
+  buffer and one replay page (``replay_page_bytes``) per replaying
+  subscription, whatever the client does.
 """
 
 from __future__ import annotations

@@ -390,7 +390,10 @@ class EventEncoder:
     The hub hands the same `Event` object to every subscription, and their
     forwarders run interleaved, so remembering the last ``size`` events
     spares re-encoding one event for each of a hundred subscribers. Only
-    ``sub`` differs between their frames.
+    ``sub`` differs between their frames. A replayed event is read from
+    the store for one subscription alone, so it is encoded without being
+    remembered (``shared=False``): 256 replayed events of 1 MB each would
+    otherwise stay in memory, and no other subscriber would ever hit them.
 
     An event that cannot be encoded (stored by an older version that let
     deeper data in, or ephemeral data that is no JSON) is sent as a stand-in
@@ -401,8 +404,8 @@ class EventEncoder:
         self._size = size
         self._bodies: dict[int, tuple[Event, str]] = {}
 
-    def frame(self, sub: str, event: Event) -> str:
-        hit = self._bodies.get(id(event))
+    def frame(self, sub: str, event: Event, *, shared: bool = True) -> str:
+        hit = self._bodies.get(id(event)) if shared else None
         if hit is not None and hit[0] is event:  # held here, so its id is not reused
             body = hit[1]
         else:
@@ -410,9 +413,10 @@ class EventEncoder:
                 body = encode(event.to_json())
             except TypeError as exc:
                 body = _unencodable(event, exc)
-            if len(self._bodies) >= self._size:
-                del self._bodies[next(iter(self._bodies))]  # the oldest
-            self._bodies[id(event)] = (event, body)
+            if shared:
+                if len(self._bodies) >= self._size:
+                    del self._bodies[next(iter(self._bodies))]  # the oldest
+                self._bodies[id(event)] = (event, body)
         return f'{{"op":"event","sub":{orjson.dumps(sub).decode()},{body[1:]}'
 
 

@@ -11,6 +11,10 @@ halfway and can block forever on a client that stopped reading):
 - `put_control_nowait` (``lagged``, errors): may use the reserve; False
   only when the whole queue is full, and then the connection is dropped.
 
+A replay's events go in with `put` too, and `wait_room` comes before each
+page of them is read from the store: a replay waits for its client instead
+of lagging, and the connection never reads more while its queue is full.
+
 "Full" counts frames and also bytes (big events would otherwise make a
 frame count a poor bound on memory); a frame larger than the byte limit
 still goes into an empty queue, so nothing is stuck forever.
@@ -53,6 +57,7 @@ class Outbox:
         self._space = trio.lowlevel.ParkingLot()
         self._ready = trio.lowlevel.ParkingLot()
         self.peak = 0
+        self.peak_bytes = 0
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -69,6 +74,7 @@ class Outbox:
         self._frames.append(frame)
         self._bytes += len(frame)
         self.peak = max(self.peak, len(self._frames))
+        self.peak_bytes = max(self.peak_bytes, self._bytes)
         if self._ready:  # the writer waits only when the queue was empty
             self._ready.unpark()
 
@@ -86,6 +92,14 @@ class Outbox:
             await self._space.park()
         if self._close is None:
             self._append(frame)
+
+    async def wait_room(self) -> None:
+        """Until `put` would not wait: the queue, less its reserve, has room
+        (or the outbox is closing). A cancel point always, a schedule point
+        only when it waits."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while not self._has_room() and self._close is None:
+            await self._space.park()
 
     def put_nowait(self, frame: str) -> bool:
         """Queue an event if there is room outside the reserve."""

@@ -50,7 +50,9 @@ class GatewayStatistics:
 
     ``queued_frames`` counts the frames waiting in every connection's outbox
     now; ``queued_frames_peak`` is the most one outbox ever held, which the
-    ``send_queue`` limit bounds.
+    ``send_queue`` limit bounds, and ``queued_bytes_peak`` the most
+    characters one held, which ``send_queue_bytes`` bounds (give or take the
+    one frame that went over it).
     """
 
     connections: int
@@ -63,6 +65,7 @@ class GatewayStatistics:
     sends_accepted_total: int
     queued_frames: int
     queued_frames_peak: int
+    queued_bytes_peak: int
 
 
 def _header(request: WebSocketRequest, name: bytes) -> str | None:
@@ -95,6 +98,7 @@ class Gateway:
         self._accepted = 0
         self._refused = 0
         self._peak = 0
+        self._peak_bytes = 0
         self._origins: frozenset[str] = frozenset()
         self._access: Access | None = None
         self._operator_token: str | None = None
@@ -117,6 +121,7 @@ class Gateway:
             sends_accepted_total=c.sends_accepted,
             queued_frames=sum(len(o) for o in outboxes),
             queued_frames_peak=max([self._peak, *(o.peak for o in outboxes)]),
+            queued_bytes_peak=max([self._peak_bytes, *(o.peak_bytes for o in outboxes)]),
         )
 
     async def serve(
@@ -259,6 +264,7 @@ class Gateway:
         finally:
             self._connections.discard(conn)
             self._peak = max(self._peak, conn.outbox.peak)
+            self._peak_bytes = max(self._peak_bytes, conn.outbox.peak_bytes)
             if self._closing and not self._connections:
                 self._emptied.set()
             log.debug("connection from %s closed (%d open)", remote, len(self._connections))

@@ -1,12 +1,18 @@
 """`Subscriptions`: one connection's event subscriptions, forwarded into its outbox.
 
-Each subscription is a task that reads the runtime's hub and moves events
-into the connection's `Outbox` with ``put_nowait``, which never waits. When
-the outbox (less its reserve) is full, or the hub's own buffer overflowed,
-the subscription ends with ``lagged``, which names the last seq delivered so
-that ``subscribe`` with that ``after`` gives exactly the rest. ``lagged``
-goes in the reserve, which has room for one per subscription; should even
-that overflow, the connection is dropped.
+Each subscription is a task that reads the runtime's hub and moves live
+events into the connection's `Outbox` with ``put_nowait``, which never
+waits. When the outbox (less its reserve) is full, or the hub's own buffer
+overflowed, the subscription ends with ``lagged``, which names the last seq
+delivered so that ``subscribe`` with that ``after`` gives exactly the rest.
+``lagged`` goes in the reserve, which has room for one per subscription;
+should even that overflow, the connection is dropped.
+
+Stored events (a replay, ``after``) are already durable and read a page at
+a time, so they need not lag: they go in with ``put``, which waits for
+room, and the hub reads no page while the outbox is full (``pace``). The
+client paces its replay; the connection holds at most its outbox (plus the
+one frame that went over) and one page per replaying subscription.
 
 A live-only subscription to one actor is registered as a resumption from
 the actor's head, read with no checkpoint before the registration: its
@@ -127,9 +133,13 @@ class Subscriptions:
         handle = _Sub(request.actor)
         try:
             with handle.scope:
+                # A live-only one goes to the runtime as such (it starts at the
+                # same head, read again with no checkpoint between): it has no
+                # stored events to read, so it does not wait for an empty page.
                 async with self._rt.subscribe(
-                    request.actor, after, on_lag="raise", buffer=self._cfg.subscriber_buffer
-                ) as sub:
+                    request.actor, request.after, on_lag="raise",
+                    buffer=self._cfg.subscriber_buffer, pace=self._outbox.wait_room,
+                ) as sub:  # fmt: skip
                     self._subs[sub_id] = handle
                     await self._outbox.put(f.encode_ok(request.id, sub=sub_id, head=head))
                     task_status.started()
@@ -147,7 +157,12 @@ class Subscriptions:
             async for event in sub:
                 if not handle.open:
                     return
-                if not self._outbox.put_nowait(self._encoder.frame(sub_id, event)):
+                frame = self._encoder.frame(sub_id, event, shared=not sub.replayed)
+                if sub.replayed:
+                    await self._outbox.put(frame)
+                    if self._outbox.closing:
+                        return  # nobody will read the rest
+                elif not self._outbox.put_nowait(frame):
                     break
                 if event.seq is not None and not pattern:
                     last = event.seq

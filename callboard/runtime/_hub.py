@@ -6,11 +6,21 @@ meet with no gap and no duplicate. Each subscription buffers at most
 ``buffer`` live events; past that it stops buffering and is *lagged*: an
 embedded subscriber silently reads the rest from the store, a gateway
 subscriber is told where to resume (PROTOCOL.md ``lagged``).
+
+Stored events are read a page at a time, bounded by count and by bytes
+(``replay_page``, ``replay_page_bytes``), on the store's worker threads: a
+subscription holds at most one page, and the event loop runs on while a
+page is read. Whoever takes the events may pace the replay (``pace``,
+awaited before each page): the gateway waits there until the connection's
+outbox has room, so a replay goes at the speed of its client. A lag while
+replaying costs nothing: the store has every event the buffer dropped, so
+the replay reads on.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import trio
@@ -22,15 +32,17 @@ from ..store import EventRecord, SqliteStore
 __all__ = ["Hub", "Subscription"]
 
 OnLag = Literal["resume", "raise"]
-_PAGE = 512
+Pace = Callable[[], Awaitable[object]]
 _YIELD_EVERY = 64
 
 
 class Subscription:
     """Events of one actor (or a pattern ``KIND/*`` or ``*``, live only), in order.
 
-    Iterate with ``async for``. ``last`` is the seq of the last stored event
-    yielded (None before the first).
+    Iterate with ``async for``, from one task. ``last`` is the seq of the
+    last stored event yielded (None before the first); ``replayed`` is
+    whether the last event yielded was read from the store rather than
+    delivered live.
     """
 
     def __init__(
@@ -42,9 +54,11 @@ class Subscription:
         buffer: int,
         on_lag: OnLag,
         head: int | None = None,
+        pace: Pace | None = None,
     ) -> None:
         self.actor = actor
         self.last = after if after is not None else head
+        self.replayed = False
         self._hub = hub
         self._pattern = actor == "*" or actor.endswith("/*")
         self._replaying = after is not None and not self._pattern
@@ -53,6 +67,7 @@ class Subscription:
         self._limit = buffer
         self._lagged = False
         self._on_lag = on_lag
+        self._pace = pace
         self._wakeup = trio.Event()
         self._closed = False
         self._ended = False
@@ -100,13 +115,10 @@ class Subscription:
             if self._page:
                 record = self._page.popleft()
                 self.last = record.seq
+                self.replayed = True
                 return Event.from_record(record)
             if self._replaying:
-                assert self.last is not None
-                page = self._hub._store.events(self.actor, self.last, _PAGE)
-                self._page.extend(page)
-                if len(page) < _PAGE:
-                    self._replaying = False
+                await self._read_page()
                 continue
             if self._buffer:
                 event = self._buffer.popleft()
@@ -114,6 +126,7 @@ class Subscription:
                     continue
                 if event.seq is not None and not self._pattern:
                     self.last = event.seq
+                self.replayed = False
                 return event
             if self._lagged:
                 self._lagged = False
@@ -129,22 +142,50 @@ class Subscription:
             raise RuntimeClosed(f"the runtime closed; the subscription to {self.actor!r} ended")
         raise StopAsyncIteration
 
+    async def _read_page(self) -> None:
+        """The next page after ``last`` into ``_page``; the replay ends with the
+        stored events, unless the buffer overflowed meanwhile."""
+        assert self.last is not None
+        if self._pace is not None:
+            await self._pace()
+        hub = self._hub
+        page = await hub._store.read_events(
+            self.actor, self.last, limit=hub.page, max_bytes=hub.page_bytes
+        )
+        if self._closed:
+            return
+        self._page.extend(page.events)
+        if page.more:
+            return
+        if self._lagged:
+            # Whatever the buffer dropped was committed before it was
+            # published, so the next read has it: read on, do not lag.
+            self._lagged = False
+            self._buffer.clear()
+        else:
+            self._replaying = False
+
 
 class Hub:
     """Routes each published event to the subscriptions that match it."""
 
-    def __init__(self, store: SqliteStore, *, buffer: int = 1024) -> None:
+    def __init__(
+        self, store: SqliteStore, *, buffer: int = 1024, page: int = 512,
+        page_bytes: int = 1024 * 1024,
+    ) -> None:  # fmt: skip
         self._store = store
         self.buffer = buffer
+        self.page = page
+        self.page_bytes = page_bytes
         self._by_actor: dict[str, set[Subscription]] = {}
         self.lagged_total = 0
 
     def subscribe(
         self, actor: str, after: int | None = None, *, buffer: int | None = None,
-        on_lag: OnLag = "resume", head: int | None = None,
+        on_lag: OnLag = "resume", head: int | None = None, pace: Pace | None = None,
     ) -> Subscription:  # fmt: skip
         sub = Subscription(
-            self, actor, after, buffer=buffer or self.buffer, on_lag=on_lag, head=head
+            self, actor, after, buffer=buffer or self.buffer, on_lag=on_lag, head=head, pace=pace
         )
         self._by_actor.setdefault(actor, set()).add(sub)
         return sub

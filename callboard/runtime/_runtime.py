@@ -56,7 +56,7 @@ from ..store import (
     structure_error,
 )
 from ..supervisor import ActorCell
-from ._hub import Hub, OnLag, Subscription
+from ._hub import Hub, OnLag, Pace, Subscription
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -107,6 +107,11 @@ class RuntimeConfig:
         inbox_limit: messages of one actor held in memory; the rest wait on disk.
         batch_max: messages one actor may handle before one commit.
         subscriber_buffer: live events buffered per subscription before it lags.
+        replay_page: stored events a subscription reads from the store at once
+            when it replays (``after``) or catches up after a lag.
+        replay_page_bytes: bytes of event data in one such page; a page holds
+            at least one event, however big. A replaying subscription holds
+            at most one page in memory.
         key_window: seconds an idempotency key is remembered.
         write_queue: writes waiting for the writer before senders wait too.
     """
@@ -116,6 +121,8 @@ class RuntimeConfig:
     inbox_limit: int = attrs.field(default=1000, validator=_positive_count)
     batch_max: int = attrs.field(default=256, validator=_positive_count)
     subscriber_buffer: int = attrs.field(default=1024, validator=_positive_count)
+    replay_page: int = attrs.field(default=512, validator=_positive_count)
+    replay_page_bytes: int = attrs.field(default=1024 * 1024, validator=_positive_count)
     key_window: float = attrs.field(default=7 * 24 * 3600.0, validator=_positive_seconds)
     write_queue: int = attrs.field(default=16384, validator=_positive_count)
 
@@ -187,7 +194,12 @@ class Runtime:
         self.store = store
         self.config = config
         self.workspace = workspace
-        self.hub = Hub(store, buffer=config.subscriber_buffer)
+        self.hub = Hub(
+            store,
+            buffer=config.subscriber_buffer,
+            page=config.replay_page,
+            page_bytes=config.replay_page_bytes,
+        )
         self.inbox_limit = config.inbox_limit
         self.batch_max = config.batch_max
         self.passivation_slots = trio.Semaphore(config.passivating_at_once)
@@ -457,11 +469,16 @@ class Runtime:
     @asynccontextmanager
     async def subscribe(
         self, actor: str, after: int | None = None, *, on_lag: OnLag = "resume",
-        buffer: int | None = None,
+        buffer: int | None = None, pace: Pace | None = None,
     ) -> AsyncIterator[Subscription]:  # fmt: skip
         """Events of ``actor``: with ``after``, every stored event with a greater
         seq, then live ones, with no gap and no duplicate. ``actor`` may be
-        ``KIND/*`` or ``*`` (live only)."""
+        ``KIND/*`` or ``*`` (live only).
+
+        Stored events are read in pages of at most ``replay_page`` events and
+        ``replay_page_bytes`` bytes (`RuntimeConfig`), one page held at a
+        time; ``pace``, if given, is awaited before each page is read (e.g.
+        until the queue the events go to has room)."""
         if actor != "*":
             kind, _, name = actor.partition("/")
             if name == "*":
@@ -475,7 +492,7 @@ class Runtime:
         head = (
             None if after is not None or actor == "*" or actor.endswith("/*") else self.head(actor)
         )
-        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer, head=head)
+        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer, head=head, pace=pace)
         try:
             yield sub
         finally:

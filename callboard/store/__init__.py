@@ -17,6 +17,7 @@ from ._records import Commit as Commit
 from ._records import CommitResult as CommitResult
 from ._records import DeadLetterRecord as DeadLetterRecord
 from ._records import Enqueue as Enqueue
+from ._records import EventPage as EventPage
 from ._records import EventRecord as EventRecord
 from ._records import MailboxRecord as MailboxRecord
 from ._records import NewEvent as NewEvent
@@ -33,6 +34,7 @@ __all__ = [
     "DeadLetterRecord",
     "DirectoryLock",
     "Enqueue",
+    "EventPage",
     "EventRecord",
     "JSONRefused",
     "MailboxRecord",

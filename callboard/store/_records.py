@@ -19,6 +19,7 @@ __all__ = [
     "CommitResult",
     "DeadLetterRecord",
     "Enqueue",
+    "EventPage",
     "EventRecord",
     "MailboxRecord",
     "NewEvent",
@@ -141,6 +142,15 @@ class EventRecord:
     type: str
     data: bytes
     at: float
+
+
+@attrs.frozen
+class EventPage:
+    """Stored events of one actor in seq order, and whether more were stored
+    after them when the page was read (a replay reads on while ``more``)."""
+
+    events: tuple[EventRecord, ...]
+    more: bool
 
 
 @attrs.frozen

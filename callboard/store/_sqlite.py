@@ -3,8 +3,10 @@
 One writer task takes every operation waiting in its queue, runs them in one
 transaction on a worker thread and acknowledges them all after the one
 COMMIT (one fsync). Reads use a second connection on the trio thread: they
-are short, indexed and hold no transaction across an ``await``. Between
-batches the writer keeps the WAL under a bound (see ``_wal``).
+are short, indexed and hold no transaction across an ``await``. Pages of
+events for a replay, which may be big, are read on worker threads instead
+(`EventReaders`). Between batches the writer keeps the WAL under a bound
+(see ``_wal``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import trio
 
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from . import _sqlite_ops as ops
+from ._event_reads import EventReaders
 from ._lock import DirectoryLock
 from ._records import (
     ActorRecord,
@@ -30,6 +33,7 @@ from ._records import (
     CommitResult,
     DeadLetterRecord,
     Enqueue,
+    EventPage,
     EventRecord,
     MailboxRecord,
     StoredAck,
@@ -42,6 +46,10 @@ __all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
 log = logging.getLogger("callboard.store")
 
 _DATABASE = "callboard.sqlite3"
+
+# Pages of events read at once (each on a worker thread with its own
+# connection): as many as our machines have cores; more replays wait their turn.
+_EVENT_READ_THREADS = 2
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
@@ -163,6 +171,7 @@ class SqliteStore:
         """Called on the trio thread once the store has recovered from a fail-stop:
         the runtime re-reads every active mailbox, as the WAL may hold writes whose
         senders were told the outcome is unknown."""
+        self._event_reads = EventReaders(directory / _DATABASE, connections=_EVENT_READ_THREADS)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -177,6 +186,7 @@ class SqliteStore:
         self._reader = _connect(path)
 
     def _close_files(self) -> None:
+        self._event_reads.close()
         for conn in (self._reader, self._writer):
             if conn is not None:
                 conn.close()
@@ -324,7 +334,12 @@ class SqliteStore:
         return True
 
     def _reopen(self) -> None:
-        self._close_files()
+        # The writer's and the reader's connections; the event readers open their
+        # own as they go and read only what was committed.
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._reader = self._writer = None
         self._state.forget()
         self._open_files()
 
@@ -512,6 +527,17 @@ class SqliteStore:
             (address, after, limit),
         )
         return [EventRecord(*r) for r in rows]
+
+    async def read_events(
+        self, address: str, after: int, *, limit: int, max_bytes: int
+    ) -> EventPage:
+        """The next page of ``address``'s events after seq ``after``: at most
+        ``limit`` events and ``max_bytes`` bytes of their data, but always the
+        next event if there is one. Read on a worker thread (`EventReaders`);
+        a cancel point only before the read starts."""
+        if self._reader is None:
+            raise RuntimeClosed("the store is closed")
+        return await self._event_reads.read(address, after, limit=limit, max_bytes=max_bytes)
 
     def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
