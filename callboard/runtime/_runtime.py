@@ -9,6 +9,7 @@ to subscribers and its sends routed on.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
 from collections import Counter
@@ -85,12 +86,12 @@ clock passing its due time, not after the whole wait it computed before."""
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
 
-def _positive_count(_: object, attribute: attrs.Attribute, value: object) -> None:
+def _positive_count(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"RuntimeConfig.{attribute.name} must be an integer >= 1, got {value!r}")
 
 
-def _positive_seconds(_: object, attribute: attrs.Attribute, value: object) -> None:
+def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"RuntimeConfig.{attribute.name} must be seconds > 0, got {value!r}")
 
@@ -411,7 +412,7 @@ class Runtime:
     async def list_page(
         self, kind: str | None = None, status: str | None = None, *, after: str | None = None,
         limit: int = _LIST_PAGE,
-    ) -> tuple[list[ActorInfo], str | None]:  # fmt: skip
+    ) -> tuple[builtins.list[ActorInfo], str | None]:  # fmt: skip
         """At most ``limit`` actors past the address ``after``, in address order,
         and the ``after`` of the next page (None when there is no more)."""
         await trio.lowlevel.checkpoint()
@@ -438,7 +439,7 @@ class Runtime:
 
     def _active_page(
         self, kind: str | None, after: str | None, limit: int
-    ) -> tuple[list[ActorInfo], str | None]:
+    ) -> tuple[builtins.list[ActorInfo], str | None]:
         prefix = f"{kind}/" if kind is not None else ""
         addresses = sorted(
             a for a in self._cells if a.startswith(prefix) and (after is None or a > after)
@@ -535,7 +536,7 @@ class Runtime:
         """A cell reports a lifecycle step: commit, passivation, restart, dead letter."""
         self._counts[what] += n
 
-    def dead_letters(self, address: str | None = None) -> list[DeadLetter]:
+    def dead_letters(self, address: str | None = None) -> builtins.list[DeadLetter]:
         return [DeadLetter.from_record(r) for r in self.store.dead_letters(address)]
 
     async def requeue(self, dead_letter_id: int) -> Ack:

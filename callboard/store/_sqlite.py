@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import attrs
 import trio
@@ -50,6 +50,8 @@ _DATABASE = "callboard.sqlite3"
 # Pages of events read at once (each on a worker thread with its own
 # connection): as many as our machines have cores; more replays wait their turn.
 _EVENT_READ_THREADS = 2
+
+_T = TypeVar("_T")
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
@@ -420,7 +422,7 @@ class SqliteStore:
             else:
                 op.error = exc
 
-    async def _submit(self, fn: Callable[[sqlite3.Connection, float], Any]) -> Any:
+    async def _submit(self, fn: Callable[[sqlite3.Connection, float], _T]) -> _T:
         op = _Op(fn)
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
@@ -438,7 +440,7 @@ class SqliteStore:
         await op.wait()
         if op.error is not None:
             raise op.error
-        return op.result
+        return cast(_T, op.result)
 
     def statistics(self) -> StoreStatistics:
         return StoreStatistics(
@@ -553,7 +555,7 @@ class SqliteStore:
         return dict(self._read("SELECT status, COUNT(*) FROM actors GROUP BY status"))
 
     def dead_letter_count(self) -> int:
-        return self._read("SELECT COUNT(*) FROM dead_letters")[0][0]
+        return int(self._read("SELECT COUNT(*) FROM dead_letters")[0][0])
 
     def next_timer_due(self) -> float | None:
         rows = self._read("SELECT MIN(due) FROM timers")
@@ -581,7 +583,7 @@ class SqliteStore:
             "SELECT COALESCE(MAX(idx), -1) + 1 FROM logs WHERE address = ? AND log = ?",
             (address, log),
         )
-        return rows[0][0]
+        return int(rows[0][0])
 
 
 def _actor(row: tuple[Any, ...]) -> ActorRecord:
