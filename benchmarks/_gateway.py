@@ -223,7 +223,7 @@ def gateway_32(settings: Settings, workdir: Path) -> Result:
     return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 32, n, gateway=True))
 
 
-# A client may keep several requests in flight (PROTOCOL.md: replies carry the
+# A client may keep several requests in flight (docs/protocol.md: replies carry the
 # request's id and may come in any order); this is the gateway's throughput
 # when its clients pipeline, beside the echo server driven the same way.
 _WINDOW = 8

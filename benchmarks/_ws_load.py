@@ -71,7 +71,7 @@ async def _round_trips(args: argparse.Namespace) -> dict[str, object]:
 
     async def pipelined_client(n: int, ws: ClientConnection) -> None:
         # ``window`` requests in flight; replies are matched by id (an echo
-        # carries the id back too), as PROTOCOL.md lets replies come in any order.
+        # carries the id back too), as docs/protocol.md lets replies come in any order.
         now = time.perf_counter
         window = asyncio.Semaphore(args.window)
         sent: dict[str, float] = {}

@@ -64,7 +64,7 @@ __all__ = [
 class CallboardError(Exception):
     """Base of every error callboard raises on purpose.
 
-    ``code`` is the wire error code (PROTOCOL.md) the gateway answers with.
+    ``code`` is the wire error code (docs/protocol.md) the gateway answers with.
     """
 
     code = "internal"

@@ -1,5 +1,5 @@
 """Test helpers: a runtime and gateway on loopback port 0, and a client that
-speaks PROTOCOL.md through the `websockets` library (deliberately not the
+speaks docs/protocol.md through the `websockets` library (deliberately not the
 server's trio-websocket), so the suite tests the wire, not one library."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The gateway against PROTOCOL.md, driven by the `websockets` library: the
+"""The gateway against docs/protocol.md, driven by the `websockets` library: the
 connection (hello, token, Origin), then every op. Subscriptions are in
 test_gateway_subscriptions.py, error codes in test_gateway_errors.py.
 

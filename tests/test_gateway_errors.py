@@ -1,4 +1,4 @@
-"""Every error code of PROTOCOL.md, provoked honestly over a real connection
+"""Every error code of docs/protocol.md, provoked honestly over a real connection
 (driven by the `websockets` library), and lagged subscribers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Subscriptions against PROTOCOL.md, driven by the `websockets` library:
+"""Subscriptions against docs/protocol.md, driven by the `websockets` library:
 ``after`` replay then live with no gap and no duplicate, live-only from
 ``head``, ephemeral events, patterns, unsubscribe. Lagging subscribers are
 in test_gateway_errors.py and test_gateway_slow_client.py."""

@@ -16,7 +16,7 @@ side effect and without asking the model the same question twice:
 
 The functions here change a journal and return the log items that belong in
 the same commit; the driver (``_turn``) appends them, emits the events and
-commits. The rules, from DESIGN.md:
+commits. The rules:
 
 - a turn whose prompt was recorded but nothing after it asks the model again,
   with the prompt in the conversation exactly once (it was logged once);

@@ -8,7 +8,7 @@ holds the queue after the running turn, ``cancel`` cancels the turn's scope
 and records its end in the handler's own commit, ``approve`` answers a
 pending approval and wakes the runner.
 
-Background jobs (DESIGN.md "Shell jobs"): the session keeps its jobs in its
+Background jobs: the session keeps its jobs in its
 state (``_job_tools``). A job's ``job.finished`` is a *machine event*: it
 waits in ``machine_events`` until a model call takes it. An idle session
 starts a turn for it (every event waiting then goes into that one turn, so
@@ -72,7 +72,7 @@ class SessionState:
 
 
 class Session(TurnRunner):
-    """An interactive agent session. See the module docstring and DESIGN.md "Sessions".
+    """An interactive agent session. See the module docstring.
 
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``

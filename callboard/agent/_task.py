@@ -67,7 +67,7 @@ class TaskJobsState(TaskState):
 
 
 class Task(TurnRunner):
-    """An autonomous agent run. See the module docstring and DESIGN.md "Tasks".
+    """An autonomous agent run. See the module docstring.
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",

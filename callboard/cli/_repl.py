@@ -1,7 +1,7 @@
 """``callboard repl``: a prompt for poking actors, as its own gateway client.
 
-prompt_toolkit runs in a worker thread beside trio (ECOSYSTEM.md, "The
-REPL"): ``session.prompt`` blocks that thread while trio keeps the
+prompt_toolkit runs in a worker thread beside trio (its async mode is
+asyncio-only): ``session.prompt`` blocks that thread while trio keeps the
 connection, the ``tail`` tasks and the commands going. Under
 ``patch_stdout(raw=True)`` whatever trio prints lands above the prompt, so
 tailed events scroll by while a command is being typed.

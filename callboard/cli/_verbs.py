@@ -74,7 +74,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    """An event as PROTOCOL.md writes it, without ``op`` and ``sub``."""
+    """An event as docs/protocol.md writes it, without ``op`` and ``sub``."""
     return event.to_json()
 
 

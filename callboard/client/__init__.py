@@ -1,4 +1,4 @@
-"""A Python client for the callboard gateway (PROTOCOL.md), on trio.
+"""A Python client for the callboard gateway (docs/protocol.md), on trio.
 
 ``async with callboard.client.connect(url, token) as client:`` gives the
 gateway's ops as methods that return the embedding API's own types

@@ -121,7 +121,7 @@ class Client:
             self._tasks = RemoteTasks(self)
         return self._tasks
 
-    # -- the ops of PROTOCOL.md ----------------------------------------------------
+    # -- the ops of docs/protocol.md ----------------------------------------------------
 
     async def send(self, to: str, type: str, body: Any = None, key: str | None = None) -> Ack:
         """Deliver a message; returns once it is durable. Not repeated on a lost connection."""

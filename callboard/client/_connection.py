@@ -1,7 +1,7 @@
 """One welcomed websocket connection to the gateway: one reader, one writer.
 
 Why a writer task: trio-websocket corrupts the stream when a ``send_message``
-is cancelled halfway (ECOSYSTEM.md), so requests put whole frames on a
+is cancelled halfway (trio-websocket then writes a close frame into it), so requests put whole frames on a
 bounded channel, which either takes a frame or does not, and only the writer
 touches the socket. Why one reader: replies come out of order and events
 interleave with them; the reader routes each frame by ``id`` (replies) or
@@ -202,7 +202,7 @@ class Connection:
             if listener is not None:
                 after = frame.get("after")
                 listener.lose(after if isinstance(after, int) else None)
-        # Any other op is an extension this client predates (PROTOCOL.md allows new ops).
+        # Any other op is an extension this client predates (docs/protocol.md allows new ops).
 
     def _reply_id(self, frame: dict[str, Any]) -> str | None:
         """The ``id`` a reply answers.

@@ -2,7 +2,7 @@
 
 A server ``error`` frame becomes the same exception the embedded runtime
 raises for the same mistake, so code written against ``Runtime`` catches the
-same types remotely. The codes PROTOCOL.md has and the core tree lacks get
+same types remotely. The codes docs/protocol.md has and the core tree lacks get
 classes here (``callboard/errors.py`` stays the core's)::
 
     CallboardError
@@ -16,7 +16,7 @@ classes here (``callboard/errors.py`` stays the core's)::
     ├── Unauthorized        unauthorized
     ├── RateLimited         rate_limited  (retryable)
     ├── ServerError         internal, or a code this client does not know
-    ├── ProtocolError       the server said something PROTOCOL.md does not allow
+    ├── ProtocolError       the server said something docs/protocol.md does not allow
     └── ConnectionFailed    the gateway cannot be reached (retryable unless refused)
         └── ConnectionLost  the connection dropped before the reply: the request
                             may or may not have been applied
@@ -79,7 +79,7 @@ class ServerError(CallboardError):
 
 
 class ProtocolError(CallboardError):
-    """The server sent something PROTOCOL.md does not allow; the message quotes it."""
+    """The server sent something docs/protocol.md does not allow; the message quotes it."""
 
 
 class ConnectionFailed(CallboardError):

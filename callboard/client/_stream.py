@@ -10,7 +10,7 @@ on arrival, so the consumer sees no gap and no duplicate.
 Re-subscribing is done by the consumer's own ``__anext__``, once it has read
 what is buffered: a stream nobody reads costs at most ``buffer`` events and
 no traffic. Ephemeral events (``seq`` None) are never replayed, so those
-that arrive while a stream is resuming are lost, as PROTOCOL.md says.
+that arrive while a stream is resuming are lost, as docs/protocol.md says.
 
 Patterns (``KIND/*``, ``*``) are live only: after a loss they resume live,
 and what happened in between is not replayed.

@@ -1,8 +1,8 @@
-"""PROTOCOL.md frames to and from the core's own types; no I/O, no trio.
+"""docs/protocol.md frames to and from the core's own types; no I/O, no trio.
 
 The client hands out the very types the embedded runtime does (`Event`,
 `Ack`, `ActorInfo`, `ActorView`), so code can move between embedding and
-the gateway without a rewrite. A reply that lacks a field PROTOCOL.md
+the gateway without a rewrite. A reply that lacks a field docs/protocol.md
 promises is a `ProtocolError` naming the field, never a bare ``KeyError``.
 """
 
@@ -56,13 +56,13 @@ def field(frame: dict[str, Any], name: str, *types: type) -> Any:
         expected = " or ".join(t.__name__ for t in types)
         raise ProtocolError(
             f"the server's {frame.get('op')!r} frame has {name}={value!r}; "
-            f"PROTOCOL.md says it is {expected}"
+            f"docs/protocol.md says it is {expected}"
         )
     return value
 
 
 def parse_at(value: str) -> float:
-    """PROTOCOL.md's ``at`` (ISO 8601, ``Z``) as seconds since the epoch, like `Event.at`."""
+    """docs/protocol.md's ``at`` (ISO 8601, ``Z``) as seconds since the epoch, like `Event.at`."""
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError:

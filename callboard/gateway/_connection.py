@@ -1,6 +1,7 @@
 """One websocket connection: a reader, request tasks, subscriptions, one writer.
 
-The shape follows the traps in ECOSYSTEM.md:
+The shape follows trio-websocket's traps (an uncaught error in a handler stops
+the whole server; a send cancelled halfway corrupts the stream):
 
 - One reader loop parses frames and starts one task per request (at most
   ``max_inflight`` at once), so replies may leave out of order and a slow

@@ -1,4 +1,4 @@
-"""The gateway's wire format (PROTOCOL.md): parse incoming frames, encode outgoing ones.
+"""The gateway's wire format (docs/protocol.md): parse incoming frames, encode outgoing ones.
 
 Pure: no I/O and no trio, so every rule about what a client may send is
 tested without a socket. `parse_frame` turns one text frame into a typed

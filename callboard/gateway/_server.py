@@ -85,7 +85,7 @@ def _bearer(request: WebSocketRequest) -> str | None:
 
 
 class Gateway:
-    """The websocket front of one runtime (PROTOCOL.md). Run it with `serve`."""
+    """The websocket front of one runtime (docs/protocol.md). Run it with `serve`."""
 
     def __init__(self, runtime: Runtime, config: GatewayConfig | None = None) -> None:
         self.runtime = runtime
@@ -308,7 +308,7 @@ async def serve_gateway(
     *,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> NoReturn:
-    """Serve ``runtime`` over websockets (PROTOCOL.md) until cancelled.
+    """Serve ``runtime`` over websockets (docs/protocol.md) until cancelled.
 
     ``task_status.started(url)`` gives the real ``ws://HOST:PORT/v1`` once
     listening. Cancelling it is the graceful stop: no new connections,

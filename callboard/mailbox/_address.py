@@ -1,4 +1,4 @@
-"""Actor addresses: ``KIND/NAME`` (PROTOCOL.md, "Addresses")."""
+"""Actor addresses: ``KIND/NAME`` (docs/protocol.md, "Addresses")."""
 
 from __future__ import annotations
 

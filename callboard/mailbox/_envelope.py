@@ -30,7 +30,7 @@ def encode_body(body: Any, *, what: str) -> bytes:
 
 
 def format_at(at: float) -> str:
-    """Wall time as PROTOCOL.md writes it: ISO 8601, milliseconds, ``Z``."""
+    """Wall time as docs/protocol.md writes it: ISO 8601, milliseconds, ``Z``."""
     stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
     return stamp.replace("+00:00", "Z")
 

@@ -5,7 +5,7 @@ drops any live event at or below the last seq it yielded: stored and live
 meet with no gap and no duplicate. Each subscription buffers at most
 ``buffer`` live events; past that it stops buffering and is *lagged*: an
 embedded subscriber silently reads the rest from the store, a gateway
-subscriber is told where to resume (PROTOCOL.md ``lagged``).
+subscriber is told where to resume (docs/protocol.md ``lagged``).
 
 Stored events are read a page at a time, bounded by count and by bytes
 (``replay_page``, ``replay_page_bytes``), on the store's worker threads: a
