@@ -1,7 +1,7 @@
 """One welcomed websocket connection to the gateway: one reader, one writer.
 
 Why a writer task: trio-websocket corrupts the stream when a ``send_message``
-is cancelled halfway (trio-websocket then writes a close frame into it), so requests put whole frames on a
+is cancelled halfway (a close frame then lands inside it), so requests put whole frames on a
 bounded channel, which either takes a frame or does not, and only the writer
 touches the socket. Why one reader: replies come out of order and events
 interleave with them; the reader routes each frame by ``id`` (replies) or

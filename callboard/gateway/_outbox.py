@@ -1,6 +1,6 @@
 """`Outbox`: the one bounded queue of frames waiting for a connection's writer.
 
-Three ways in, one way out (trio-websocket must never be cancelled mid-send: one bounded queue and one writer
+Three ways in, one way out (one bounded queue and one writer
 task per connection, because ``send_message`` must never be cancelled
 halfway and can block forever on a client that stopped reading):
 
