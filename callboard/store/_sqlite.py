@@ -88,11 +88,21 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED
 
 
+# A private seam for the fault suite's power-loss test, set only in its child
+# processes (tests/faults/test_power_loss.py): the SQLite VFS the store opens its
+# files through (None: SQLite's default), and the synchronous level, FULL because
+# NORMAL may lose acknowledged commits on power loss (that test's control shows it).
+_VFS: str | None = None
+_SYNCHRONOUS = "FULL"
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    where = path if _VFS is None else f"{path.absolute().as_uri()}?vfs={_VFS}"
+    conn = sqlite3.connect(
+        where, isolation_level=None, check_same_thread=False, uri=_VFS is not None
+    )
     conn.execute("PRAGMA journal_mode=WAL")
-    # FULL: NORMAL may lose acknowledged commits on power loss.
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS}")
     conn.execute("PRAGMA busy_timeout=5000")
     limit_wal(conn)
     return conn
