@@ -8,7 +8,8 @@ store answers; the retry's answer is printed too. Then ``done``, and the
 child waits to be killed (a fault test ends it with SIGKILL, the worst end).
 With ``halt``, the sender that meets the first fault kills the process with
 SIGKILL at once, before a later write can cover what the fault left in the
-WAL (it would be written at the same place).
+WAL (it would be written at the same place). Other children import `send`
+and pass ``then``, what to do after ``done`` instead of waiting.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -35,7 +37,13 @@ def _say(key: str, outcome: str) -> None:
     print(json.dumps({"key": key, "outcome": outcome}), flush=True)
 
 
-async def send(data: str, count: int, halt: bool) -> None:
+async def send(
+    data: str,
+    count: int,
+    halt: bool,
+    *,
+    then: Callable[[], Awaitable[object]] = trio.sleep_forever,
+) -> None:
     print(json.dumps({"pid": os.getpid()}), flush=True)  # under strace: the one to kill
     async with callboard.open_runtime(data, kinds=[core_kinds.Counter]) as rt:
         slots = trio.Semaphore(IN_FLIGHT)
@@ -66,7 +74,7 @@ async def send(data: str, count: int, halt: bool) -> None:
                 await slots.acquire()
                 nursery.start_soon(one, n)
         print("done", flush=True)
-        await trio.sleep_forever()
+        await then()
 
 
 if __name__ == "__main__":
