@@ -160,6 +160,7 @@ class SqliteStore:
         # store, until it has reopened its files and recovered from the WAL.
         self._stopped_by: sqlite3.Error | None = None
         self._recoveries = 0
+        self._full = False  # from a write refused for a full disk to the next commit
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
         the runtime re-reads every active mailbox, as the WAL may hold writes whose
@@ -199,6 +200,9 @@ class SqliteStore:
                         self._refuse(batch)
                         continue
                     await self._write(batch)
+                    if self._full and any(op.error is None for op in batch):
+                        self._full = False
+                        log.warning("the store has space again in %s: writes go on", self.directory)
                 finally:
                     for op in batch:
                         op.finish()
@@ -259,9 +263,7 @@ class SqliteStore:
                 conn.execute("ROLLBACK")
             for op in batch:
                 op.result = None
-                op.error = StoreUnavailable(
-                    f"the store could not persist the write ({exc}); nothing was accepted"
-                )
+                op.error = self._unavailable(exc)
 
     def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
         """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).
@@ -306,6 +308,20 @@ class SqliteStore:
         self._close_files()
         self._state.forget()
         self._open_files()
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        """The answer to a write that failed and was rolled back. A full disk is
+        logged at the first write it refuses, not at each (there may be thousands
+        a second), and `_run_writer` logs once that writes go on."""
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL and not self._full:
+            self._full = True
+            log.error(
+                "the disk is full (%s): the store refuses every write, accepting nothing, "
+                "until space is freed on the filesystem of %s", exc, self.directory,
+            )  # fmt: skip
+        return StoreUnavailable(
+            f"the store could not persist the write ({exc}); nothing was accepted"
+        )
 
     def _refuse(self, batch: list[_Op]) -> None:
         for op in batch:
@@ -377,9 +393,7 @@ class SqliteStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-                op.error = StoreUnavailable(
-                    f"the store could not persist the write ({exc}); nothing was accepted"
-                )
+                op.error = self._unavailable(exc)
             else:
                 op.error = exc
 
