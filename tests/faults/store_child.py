@@ -8,7 +8,8 @@ store answers; the retry's answer is printed too. Then ``done``, and the
 child waits to be killed (a fault test ends it with SIGKILL, the worst end).
 With ``halt``, the sender that meets the first fault kills the process with
 SIGKILL at once, before a later write can cover what the fault left in the
-WAL (it would be written at the same place). Other children import `send`
+WAL (it would be written at the same place). With ``pad=N`` every body
+carries N bytes more (to fill a disk sooner). Other children import `send`
 and pass ``then``, what to do after ``done`` instead of waiting.
 """
 
@@ -19,6 +20,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -42,6 +44,7 @@ async def send(
     count: int,
     halt: bool,
     *,
+    pad: int = 0,
     then: Callable[[], Awaitable[object]] = trio.sleep_forever,
 ) -> None:
     print(json.dumps({"pid": os.getpid()}), flush=True)  # under strace: the one to kill
@@ -53,7 +56,8 @@ async def send(
             try:
                 while True:
                     try:
-                        await rt.send(f"counter/a{n % ACTORS}", "add", {"id": key}, key=key)
+                        body = {"id": key, "pad": "x" * pad} if pad else {"id": key}
+                        await rt.send(f"counter/a{n % ACTORS}", "add", body, key=key)
                     except callboard.UnknownOutcome:
                         _say(key, "unknown")
                         if halt:
@@ -78,4 +82,6 @@ async def send(
 
 
 if __name__ == "__main__":
-    trio.run(send, sys.argv[2], int(sys.argv[3]), sys.argv[4:] == ["halt"])
+    options = sys.argv[4:]
+    pads = [int(o.removeprefix("pad=")) for o in options if o.startswith("pad=")]
+    trio.run(partial(send, pad=sum(pads)), sys.argv[2], int(sys.argv[3]), "halt" in options)
