@@ -88,9 +88,8 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED
 
 
-# A private seam for the fault suite's power-loss test, set only in its child
-# processes (tests/faults/test_power_loss.py): the SQLite VFS the store opens its
-# files through (None: SQLite's default), and the synchronous level, FULL because
+# A private seam, set only in tests/faults/test_power_loss.py's children: the VFS the
+# files open through (None: SQLite's default), and the synchronous level: FULL, as
 # NORMAL may lose acknowledged commits on power loss (that test's control shows it).
 _VFS: str | None = None
 _SYNCHRONOUS = "FULL"
