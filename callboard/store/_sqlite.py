@@ -245,7 +245,10 @@ class SqliteStore:
             state.flush(conn)
         except BaseException:
             state.forget()
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled it back itself: an SQLITE_FULL or an I/O
+            # error where a statement spilled pages to the WAL does.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:

@@ -21,11 +21,16 @@ from pathlib import Path
 import pytest
 import trio
 from checker import Tally, applied
+from core_kinds import Counter
 from runner import open_child
+
+import callboard
 
 CHILD = Path(__file__).parent / "store_child.py"
 DISK = "8m"
 PAD = 2000  # bytes more in each body, so the WAL grows into the ballast's space soon
+# Sends that make one transaction larger than SQLite's page cache (2 MiB).
+SPILLING, BIG = 16, 256 * 1024
 FULL = "the disk is full"
 GOES_ON = "the store has space again"
 
@@ -91,3 +96,31 @@ async def test_a_full_disk_refuses_sends_cleanly_logs_once_and_goes_on_once_spac
     print(tally.line("full disk (tmpfs), space freed"))
     tally.check()
     assert tally.refused > 0
+
+
+async def test_a_batch_too_big_for_the_page_cache_is_refused_whole_on_a_full_disk(small_disk):
+    """Its statements spill to the WAL and meet the full disk before the COMMIT;
+    SQLite then rolls the transaction back itself, and every send is refused."""
+    data = small_disk / "data"
+    with trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=[Counter]) as rt:
+            await rt.send("counter/a", "add", {"id": "before"}, key="before")
+            _fill(small_disk / "ballast")
+            answers: dict[str, str] = {}
+
+            async def send(key: str) -> None:
+                try:
+                    await rt.send("counter/a", "add", {"id": key, "pad": "x" * BIG}, key=key)
+                except callboard.StoreUnavailable:
+                    answers[key] = "failed"
+                else:
+                    answers[key] = "acked"
+
+            async with trio.open_nursery() as nursery:
+                for n in range(SPILLING):  # queued together: one batch, one transaction
+                    nursery.start_soon(send, f"big{n}")
+            (small_disk / "ballast").unlink()
+            await rt.send("counter/a", "add", {"id": "after"}, key="after")
+        seen = await applied(data)
+    assert answers == {f"big{n}": "failed" for n in range(SPILLING)}
+    assert seen == {"before": 1, "after": 1}
