@@ -160,6 +160,7 @@ class SqliteStore:
         self._stopped_by: sqlite3.Error | None = None
         self._recoveries = 0
         self._full = False  # from a write refused for a full disk to the next commit
+        self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
         the runtime re-reads every active mailbox, as the WAL may hold writes whose
@@ -231,6 +232,7 @@ class SqliteStore:
         state = self._state
         state.trim()
         now = self._clock()
+        state.key_stamp = self.key_clock()
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
@@ -312,9 +314,8 @@ class SqliteStore:
         self._open_files()
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
-        """The answer to a write that failed and was rolled back. A full disk is
-        logged at the first write it refuses, not at each (there may be thousands
-        a second), and `_run_writer` logs once that writes go on."""
+        """The answer to a write that failed and was rolled back. A full disk is logged
+        once, at the first write it refuses (`_run_writer` logs when writes go on)."""
         if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL and not self._full:
             self._full = True
             log.error(
