@@ -72,6 +72,11 @@ class Child:
         """Wait until ``times`` lines of its stderr contain ``text``."""
         await self.wait_until(lambda: self.logged(text) >= times)
 
+    async def tell(self, command: object) -> None:
+        """Write ``command`` to its stdin as one JSON line (see `open_child`'s ``stdin``)."""
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(json.dumps(command).encode() + b"\n")
+
     def kill(self) -> None:
         """SIGKILL the runtime: the pid it printed first (not a strace around it)."""
         os.kill(json.loads(self.lines[0])["pid"], signal.SIGKILL)
@@ -99,12 +104,17 @@ class Child:
 
 @asynccontextmanager
 async def open_child(
-    command: list[str], *, env: dict[str, str] | None = None
+    command: list[str], *, env: dict[str, str] | None = None, stdin: bool = False
 ) -> AsyncIterator[Child]:
-    """Start ``command``, a child that prints its pid first; on exit it is
-    killed if still running, and waited for."""
+    """Start ``command``, a child that prints its pid first (with ``stdin``, one
+    that reads commands from a pipe); on exit it is killed if still running,
+    and waited for."""
     process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        command,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     try:
         async with trio.open_nursery() as nursery:
