@@ -29,7 +29,7 @@ from runner import Child, open_child
 import callboard
 
 CHILD = Path(__file__).parent / "clock_child.py"
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), Path("libfaketime.so.1"))
 HOUR = 3600.0
 SOON = 0.2  # seconds: a timer that rings in real time, showing the timer service is awake
 KEYS = 10
