@@ -23,6 +23,7 @@ import trio
 
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from . import _sqlite_ops as ops
+from ._full import FullDisk
 from ._lock import DirectoryLock
 from ._records import (
     ActorRecord,
@@ -159,7 +160,7 @@ class SqliteStore:
         # store, until it has reopened its files and recovered from the WAL.
         self._stopped_by: sqlite3.Error | None = None
         self._recoveries = 0
-        self._full = False  # from a write refused for a full disk to the next commit
+        self._full = FullDisk(directory)
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
@@ -200,9 +201,8 @@ class SqliteStore:
                         self._refuse(batch)
                         continue
                     await self._write(batch)
-                    if self._full and any(op.error is None for op in batch):
-                        self._full = False
-                        log.warning("the store has space again in %s: writes go on", self.directory)
+                    if any(op.error is None for op in batch):
+                        self._full.committed()
                 finally:
                     for op in batch:
                         op.finish()
@@ -314,14 +314,8 @@ class SqliteStore:
         self._open_files()
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
-        """The answer to a write that failed and was rolled back. A full disk is logged
-        once, at the first write it refuses (`_run_writer` logs when writes go on)."""
-        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL and not self._full:
-            self._full = True
-            log.error(
-                "the disk is full (%s): the store refuses every write, accepting nothing, "
-                "until space is freed on the filesystem of %s", exc, self.directory,
-            )  # fmt: skip
+        """The answer to a write that failed and was rolled back (see `FullDisk`)."""
+        self._full.refused(exc)
         return StoreUnavailable(
             f"the store could not persist the write ({exc}); nothing was accepted"
         )
