@@ -111,8 +111,10 @@ class PowerLoss:
             self._files.pop(path, None)
 
     def forget(self, path: str) -> None:
+        """``path`` was deleted: a file made there later is another one."""
         with self._lock:
             self._files.pop(path, None)
+            self._fds.pop(path, None)  # left open, on the deleted file (see _fd)
 
     def now(self) -> None:
         """Lose power: give each unsynced sector its fate, print how many got
