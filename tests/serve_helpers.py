@@ -23,9 +23,11 @@ LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:\d+/v1) with data in (
 
 
 def serve_env(**extra: str) -> dict[str, str]:
-    """The test's environment without its token: the server makes its own."""
+    """The test's environment without its token: the server makes its own. The
+    tests' directory joins ``PYTHONPATH`` (which may name the callboard to test)."""
     env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TOKEN"}
-    return {**env, "PYTHONPATH": str(TESTS), **extra}
+    path = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
+    return {**env, "PYTHONPATH": path, **extra}
 
 
 @attrs.define
@@ -70,9 +72,10 @@ def connect_to(served: Serving, **options: Any):
 
 @asynccontextmanager
 async def serving(data: Path, *extra: str, env: dict[str, str] | None = None,
-                  cwd: Path | None = None) -> AsyncIterator[Serving]:  # fmt: skip
+                  cwd: Path | None = None, kind: str = "gateway_kinds:Counter",
+                  ) -> AsyncIterator[Serving]:  # fmt: skip
     command = [sys.executable, "-m", "callboard", "serve", "--data", str(data), "--port", "0",
-               "--kind", "gateway_kinds:Counter", *extra]  # fmt: skip
+               "--kind", kind, *extra]  # fmt: skip
     process = await trio.lowlevel.open_process(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or serve_env(), cwd=cwd
     )

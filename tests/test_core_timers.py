@@ -347,6 +347,37 @@ async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window
     ]
 
 
+async def test_a_key_sent_while_the_wall_clock_was_behind_outlives_the_clock_catching_up(
+    tmp_path, mock_clock
+):
+    mock_clock.rate = 1.0
+    clock = JumpingClock()
+    window = 3600.0
+    pruning_period = max(60.0, window / 10)  # as the runtime prunes
+    config = callboard.RuntimeConfig(key_window=window)
+    with trio.fail_after(30 + pruning_period + window):
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, config=config, builtin_kinds=False
+        ) as rt:
+            await trio.testing.wait_all_tasks_blocked()  # the pruning waits
+            clock.now -= 2 * window  # set back by two windows...
+            first = await rt.send("reminder/r", "note", key="k")
+            clock.now += 2 * window  # ...and put right a moment later
+            mock_clock.jump(pruning_period)
+            await trio.testing.wait_all_tasks_blocked()
+            retried = await rt.send("reminder/r", "note", key="k")
+            # Now the window has passed, by both clocks.
+            clock.now += window + pruning_period
+            mock_clock.jump(window)
+            await trio.testing.wait_all_tasks_blocked()
+            late = await rt.send("reminder/r", "note", key="k")
+    assert [first, retried, late] == [
+        callboard.Ack(1, False),
+        callboard.Ack(1, True),
+        callboard.Ack(2, False),
+    ]
+
+
 def timer_ids(data: Path) -> list[int]:
     """The ids of the timers pending in ``data``, read from another connection."""
     with closing(sqlite3.connect(data / "callboard.sqlite3")) as conn:

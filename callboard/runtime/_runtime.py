@@ -206,6 +206,8 @@ class Runtime:
         self.passivation_slots = trio.Semaphore(config.passivating_at_once)
         self.passivate_after = config.passivate_after
         self._clock = clock
+        # Where the wall clock and trio's stood when the runtime opened (see _key_clock).
+        self._opened = (clock(), trio.current_time())
         self.settings: Mapping[str, Any] = MappingProxyType(
             {
                 "data_dir": str(store.directory),
@@ -687,14 +689,23 @@ class Runtime:
                 if cell.idle_since is not None and now - cell.idle_since >= period:
                     cell.request_passivation()
 
+    def _key_clock(self) -> float:
+        """The stamp of an idempotency key: the wall clock, or where trio's clock
+        has brought the wall clock of the opening if the wall clock is behind it.
+
+        The pruner measures a key's age by the other one, whichever of the two
+        ran less since the runtime opened, so no key is forgotten before trio's
+        clock has run its window: neither after a jump forward of the wall clock
+        (the key's stamp looks old), nor after one back and its correction (the
+        stamps of keys sent meanwhile would be hours in the past, and a send
+        retried just after would be delivered twice). (Trio's clock stands still
+        while the machine is suspended: keys then stay longer, never shorter.)
+        """
+        wall, monotonic = self._opened
+        return max(self.wall_time(), wall + (trio.current_time() - monotonic))
+
     async def _prune_keys(self) -> None:
-        # Keys are stamped with the wall clock, but their age is measured by
-        # whichever of it and trio's clock ran less since the runtime opened: a
-        # jump forward of the wall clock alone would forget keys still in their
-        # window, and a send retried just after would be delivered twice. (Trio's
-        # clock stands still while the machine is suspended: keys then stay
-        # longer than the window, never shorter.)
-        wall, monotonic = self.wall_time(), trio.current_time()
+        wall, monotonic = self._opened
         while True:
             await trio.sleep(max(60.0, self.config.key_window / 10))
             now = min(self.wall_time(), wall + (trio.current_time() - monotonic))
@@ -749,6 +760,7 @@ async def open_runtime(
         if builtin_kinds:
             rt._with_builtins(kinds)
         store.on_recovered = rt._store_recovered
+        store.key_clock = rt._key_clock
         async with trio.open_nursery() as services:
             try:
                 async with trio.open_nursery() as actors:

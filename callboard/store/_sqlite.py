@@ -26,6 +26,7 @@ import trio
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from . import _sqlite_ops as ops
 from ._event_reads import EventReaders
+from ._full import FullDisk
 from ._lock import DirectoryLock
 from ._records import (
     ActorRecord,
@@ -98,11 +99,20 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED
 
 
+# A private seam, set only in tests/faults/test_power_loss.py's children: the VFS the
+# files open through (None: SQLite's default), and the synchronous level: FULL, as
+# NORMAL may lose acknowledged commits on power loss (that test's control shows it).
+_VFS: str | None = None
+_SYNCHRONOUS = "FULL"
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    where = path if _VFS is None else f"{path.absolute().as_uri()}?vfs={_VFS}"
+    conn = sqlite3.connect(
+        where, isolation_level=None, check_same_thread=False, uri=_VFS is not None
+    )
     conn.execute("PRAGMA journal_mode=WAL")
-    # FULL: NORMAL may lose acknowledged commits on power loss.
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS}")
     conn.execute("PRAGMA busy_timeout=5000")
     limit_wal(conn)
     return conn
@@ -167,8 +177,9 @@ class SqliteStore:
         # Fail-stop (see _stop_after_io_error): the I/O error that stopped the
         # store, until it has reopened its files and recovered from the WAL.
         self._stopped_by: sqlite3.Error | None = None
-        self._refused_since: float | None = None  # the episode of refused writes, if any
         self._recoveries = 0
+        self._full = FullDisk(directory)
+        self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
         the runtime re-reads every active mailbox, as the WAL may hold writes whose
@@ -210,6 +221,8 @@ class SqliteStore:
                         self._refuse(batch)
                         continue
                     await self._write(batch)
+                    if any(op.error is None for op in batch):
+                        self._full.committed()
                 finally:
                     for op in batch:
                         op.finish()
@@ -239,6 +252,7 @@ class SqliteStore:
         state = self._state
         state.trim()
         now = self._clock()
+        state.key_stamp = self.key_clock()
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
@@ -253,7 +267,8 @@ class SqliteStore:
             state.flush(conn)
         except BaseException:
             state.forget()
-            # SQLite rolls back by itself after some errors (SQLITE_FULL, IOERR).
+            # SQLite may have rolled it back itself: an SQLITE_FULL or an I/O
+            # error where a statement spilled pages to the WAL does.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             await trio.to_thread.run_sync(self._run_batch, batch, now)
@@ -270,31 +285,9 @@ class SqliteStore:
                 return
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._refusing(exc)
             for op in batch:
                 op.result = None
-                op.error = StoreUnavailable(
-                    f"the store could not persist the write ({exc}); nothing was accepted"
-                )
-            return
-        self._writing()
-
-    def _refusing(self, exc: sqlite3.Error) -> None:
-        """A write was refused (a full disk, typically): say so once per episode."""
-        if self._refused_since is None:
-            self._refused_since = time.monotonic()
-            log.error(
-                "the store refuses writes: %s (%s); nothing of them was accepted, and "
-                "writes go on by themselves once it can persist again",
-                exc, getattr(exc, "sqlite_errorname", "?"),
-            )  # fmt: skip
-
-    def _writing(self) -> None:
-        """A batch committed: the end of an episode of refusals, if there was one."""
-        if self._refused_since is not None:
-            lasted = time.monotonic() - self._refused_since
-            self._refused_since = None
-            log.warning("the store persists writes again, after %.1f s of refusals", lasted)
+                op.error = self._unavailable(exc)
 
     def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
         """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).
@@ -344,6 +337,13 @@ class SqliteStore:
         self._reader = self._writer = None
         self._state.forget()
         self._open_files()
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        """The answer to a write that failed and was rolled back (see `FullDisk`)."""
+        self._full.refused(exc)
+        return StoreUnavailable(
+            f"the store could not persist the write ({exc}); nothing was accepted"
+        )
 
     def _refuse(self, batch: list[_Op]) -> None:
         for op in batch:
@@ -415,10 +415,7 @@ class SqliteStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-                self._refusing(exc)
-                op.error = StoreUnavailable(
-                    f"the store could not persist the write ({exc}); nothing was accepted"
-                )
+                op.error = self._unavailable(exc)
             else:
                 op.error = exc
 

@@ -63,6 +63,7 @@ class WriterState:
         "event_rows",
         "heads",
         "inserted_from",
+        "key_stamp",
         "mailbox_rows",
         "max_heads",
         "steps",
@@ -80,6 +81,9 @@ class WriterState:
         # highest cursor of a deferred mailbox DELETE (see ``mailbox_read``).
         self.inserted_from: dict[str, int] = {}
         self.deleted_to: dict[str, int] = {}
+        # What the batch stamps the idempotency keys it records with (see
+        # ``SqliteStore.key_clock``); set by the writer before each batch.
+        self.key_stamp = 0.0
 
     def forget(self) -> None:
         """Drop everything: after a ROLLBACK the table holds the truth."""
@@ -204,7 +208,7 @@ def enqueue(
     if item.key is not None:
         conn.execute(
             "INSERT INTO keys (address, key, seq, at) VALUES (?, ?, ?, ?)",
-            (address, item.key, seq, now),
+            (address, item.key, seq, w.key_stamp),
         )
     return StoredAck(address, seq, False)
 

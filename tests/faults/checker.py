@@ -55,6 +55,7 @@ class Tally:
     duplicated: int = 0
     false_failures: int = 0
     unknown: int = 0
+    refused: int = 0  # told "failed": nothing accepted
 
     def add(self, told: dict[str, str], unknown_seen: int, seen: Counter[str]) -> None:
         self.trials += 1
@@ -66,6 +67,7 @@ class Tally:
                 self.lost += times == 0
                 self.duplicated += times > 1
             elif outcome == "failed":
+                self.refused += 1
                 self.false_failures += times > 0
         self.duplicated += sum(1 for key, times in seen.items() if times > 1 and key not in told)
 
@@ -76,5 +78,5 @@ class Tally:
         return (
             f"{fault}: {self.trials} trials, {self.acked} acked, {self.lost} lost, "
             f"{self.duplicated} duplicated, {self.false_failures} false failures, "
-            f"{self.unknown} unknown outcomes"
+            f"{self.unknown} unknown outcomes, {self.refused} refused"
         )

@@ -8,7 +8,9 @@ store answers; the retry's answer is printed too. Then ``done``, and the
 child waits to be killed (a fault test ends it with SIGKILL, the worst end).
 With ``halt``, the sender that meets the first fault kills the process with
 SIGKILL at once, before a later write can cover what the fault left in the
-WAL (it would be written at the same place).
+WAL (it would be written at the same place). With ``pad=N`` every body
+carries N bytes more (to fill a disk sooner). Other children import `send`
+and pass ``then``, what to do after ``done`` instead of waiting.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -35,7 +39,14 @@ def _say(key: str, outcome: str) -> None:
     print(json.dumps({"key": key, "outcome": outcome}), flush=True)
 
 
-async def send(data: str, count: int, halt: bool) -> None:
+async def send(
+    data: str,
+    count: int,
+    halt: bool,
+    *,
+    pad: int = 0,
+    then: Callable[[], Awaitable[object]] = trio.sleep_forever,
+) -> None:
     print(json.dumps({"pid": os.getpid()}), flush=True)  # under strace: the one to kill
     async with callboard.open_runtime(data, kinds=[core_kinds.Counter]) as rt:
         slots = trio.Semaphore(IN_FLIGHT)
@@ -45,7 +56,8 @@ async def send(data: str, count: int, halt: bool) -> None:
             try:
                 while True:
                     try:
-                        await rt.send(f"counter/a{n % ACTORS}", "add", {"id": key}, key=key)
+                        body = {"id": key, "pad": "x" * pad} if pad else {"id": key}
+                        await rt.send(f"counter/a{n % ACTORS}", "add", body, key=key)
                     except callboard.UnknownOutcome:
                         _say(key, "unknown")
                         if halt:
@@ -66,8 +78,10 @@ async def send(data: str, count: int, halt: bool) -> None:
                 await slots.acquire()
                 nursery.start_soon(one, n)
         print("done", flush=True)
-        await trio.sleep_forever()
+        await then()
 
 
 if __name__ == "__main__":
-    trio.run(send, sys.argv[2], int(sys.argv[3]), sys.argv[4:] == ["halt"])
+    options = sys.argv[4:]
+    pads = [int(o.removeprefix("pad=")) for o in options if o.startswith("pad=")]
+    trio.run(partial(send, pad=sum(pads)), sys.argv[2], int(sys.argv[3]), "halt" in options)

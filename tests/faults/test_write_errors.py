@@ -1,0 +1,83 @@
+"""ENOSPC and EIO from the writes of the database and its WAL, injected with strace.
+
+SQLite writes both files with pwrite64. A write that finds the disk full
+(ENOSPC) fails its transaction before its commit record is written: SQLite
+answers SQLITE_FULL, and the store tells the batch's senders that nothing
+was accepted. A write that fails with EIO is an I/O error like a failed
+fsync: the outcome is unknown, and the store stops and recovers from the
+WAL. Each trial injects one failure or a burst of them at a random write,
+SIGKILLs the process (once it is done, or at once after the fault), restarts
+on the same data directory and checks every answer against what is there.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import trio
+from checker import Tally, applied
+from runner import Run, run_child
+from test_fsync_errors import needs_strace
+
+CHILD = Path(__file__).parent / "store_child.py"
+MESSAGES = 120
+# The schema takes about 36 writes to the WAL; MESSAGES sends about 380 more.
+FIRST_WRITE = (45, 300)
+
+
+async def _trial(data: Path, error: str, first: int, last: int, *, halt: bool) -> Run:
+    """Run the child with writes ``first`` to ``last`` of its database files failing."""
+    files = [f"-P{data / 'callboard.sqlite3'}", f"-P{data / 'callboard.sqlite3-wal'}"]
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", *files, "-e", "trace=pwrite64",
+              "-e", f"inject=pwrite64:error={error}:when={first}..{last}"]  # fmt: skip
+    command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
+    run = await run_child(command + (["halt"] if halt else []))
+    assert halt or "done" in run.lines, f"the child ended early: {run.lines[-3:]} {run.errors[-5:]}"
+    return run
+
+
+async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[Tally, Tally, int]:
+    """Tallies of the children that went on after the fault and of those killed
+    at once, and how many runs met a fault (one the store answered)."""
+    rng = random.Random(seed)
+    going_on, halted, faulted = Tally(), Tally(), 0
+    for trial in range(2 * trials):
+        data = tmp_path / f"{error}-{trial}"
+        halt = trial % 2 == 1
+        first = rng.randint(*FIRST_WRITE)
+        last = first + rng.choice((0, 0, rng.randint(1, 30)))  # one failure, or a burst
+        run = await _trial(data, error, first, last, halt=halt)
+        (halted if halt else going_on).add(run.told, run.unknown, await applied(data))
+        faulted += any('"failed"' in line or '"unknown"' in line for line in run.lines)
+    return going_on, halted, faulted
+
+
+@needs_strace
+async def test_a_full_disk_at_a_write_refuses_cleanly_and_loses_or_doubles_nothing(
+    tmp_path, request
+):
+    trials = 60 if request.config.getoption("--longrun") else 3
+    with trio.fail_after(60 * trials):
+        going_on, halted, faulted = await _trials(tmp_path, "ENOSPC", trials, request.node.name)
+    print(going_on.line("ENOSPC on write, going on"))
+    print(halted.line("ENOSPC on write, killed at once"))
+    going_on.check()
+    halted.check()
+    assert faulted == 2 * trials  # every run met its fault and answered for it
+
+
+@needs_strace
+async def test_an_io_error_at_a_write_answers_unknown_outcome_and_loses_or_doubles_nothing(
+    tmp_path, request
+):
+    trials = 60 if request.config.getoption("--longrun") else 3
+    with trio.fail_after(60 * trials):
+        going_on, halted, faulted = await _trials(tmp_path, "EIO", trials, request.node.name)
+    print(going_on.line("EIO on write, going on"))
+    print(halted.line("EIO on write, killed at once"))
+    going_on.check()
+    halted.check()
+    assert going_on.unknown > 0 and halted.unknown > 0
+    assert faulted == 2 * trials
