@@ -45,7 +45,7 @@ _DATABASE = "callboard.sqlite3"
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
-    "event_head, restarts, busy, last_error, created_at"
+    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
 )
 
 
@@ -90,6 +90,8 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    # Only before the first table and the switch to WAL (see ``_schema``).
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
     conn.execute("PRAGMA journal_mode=WAL")
     # FULL: NORMAL may lose acknowledged commits on power loss.
     conn.execute("PRAGMA synchronous=FULL")
@@ -475,7 +477,7 @@ class SqliteStore:
 
     def actor(self, address: str) -> ActorRecord | None:
         rows = self._read(f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = ?", (address,))
-        return _actor(rows[0]) if rows else None
+        return ActorRecord.from_row(rows[0]) if rows else None
 
     def actors(
         self, kind: str | None = None, *, status: str | None = None, after: str | None = None,
@@ -493,7 +495,7 @@ class SqliteStore:
             f"SELECT {_ACTOR_COLUMNS} FROM actors {condition}ORDER BY address LIMIT ?",
             (*args, limit),
         )
-        return [_actor(r) for r in rows]
+        return [ActorRecord.from_row(r) for r in rows]
 
     def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
         rows = self._read(
@@ -554,15 +556,6 @@ class SqliteStore:
             (address, log),
         )
         return rows[0][0]
-
-
-def _actor(row: tuple[Any, ...]) -> ActorRecord:
-    (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts, busy,
-     error, created) = row  # fmt: skip
-    return ActorRecord(
-        address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
-        restarts, bool(busy), error, created,
-    )  # fmt: skip
 
 
 @asynccontextmanager
