@@ -21,7 +21,8 @@ from typing import Any
 import attrs
 import trio
 
-from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
+from ..errors import Pruned, RuntimeClosed, StoreUnavailable, UnknownOutcome
+from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
 from ._records import (
@@ -61,10 +62,11 @@ class StoreStatistics:
 
 
 class _Op:
-    __slots__ = ("done", "error", "fn", "result", "task")
+    __slots__ = ("done", "error", "fn", "result", "slow", "task")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any]) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any], slow: bool = False) -> None:
         self.fn = fn
+        self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
         self.task: trio.lowlevel.Task | None = None
         self.done = False
         self.result: Any = None
@@ -222,13 +224,18 @@ class SqliteStore:
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to a thread, and the event loop runs on meanwhile.
+        goes to a thread, and the event loop runs on meanwhile. A batch with
+        a slow op (a retention step, a few ms of deleting) runs in a thread
+        whole: SQLite lets go of the GIL while it works.
         """
         conn = self._writer
         assert conn is not None
         state = self._state
         state.trim()
         now = self._clock()
+        if any(op.slow for op in batch):
+            await trio.to_thread.run_sync(self._run_batch, batch, now)
+            return
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
@@ -405,8 +412,10 @@ class SqliteStore:
             else:
                 op.error = exc
 
-    async def _submit(self, fn: Callable[[sqlite3.Connection, float], Any]) -> Any:
-        op = _Op(fn)
+    async def _submit(
+        self, fn: Callable[[sqlite3.Connection, float], Any], slow: bool = False
+    ) -> Any:
+        op = _Op(fn, slow)
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
             try:
@@ -464,6 +473,15 @@ class SqliteStore:
             lambda conn, clock: ops.prune_keys(conn, (clock if now is None else now) - older_than)
         )
 
+    async def retain(
+        self, policy: retention.RetentionPolicy, step: retention.RetentionStep
+    ) -> retention.RetentionStep:
+        """One bounded op of a retention pass, from ``step`` on (see ``_retention``)."""
+        state = self._state
+        return await self._submit(
+            lambda conn, now: retention.retain(conn, state, policy, step), slow=True
+        )
+
     # -- reads ---------------------------------------------------------------
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
@@ -506,12 +524,22 @@ class SqliteStore:
         return [MailboxRecord(*r) for r in rows]
 
     def events(self, address: str, after: int, limit: int) -> list[EventRecord]:
+        """Events after seq ``after``; `Pruned` if retention removed some (never a gap)."""
         rows = self._read(
             "SELECT address, seq, type, data, at FROM events "
             "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
             (address, after, limit),
         )
+        if not rows or rows[0][1] != after + 1:
+            self.check_held(address, after)
         return [EventRecord(*r) for r in rows]
+
+    def check_held(self, address: str, after: int) -> None:
+        """Raise `Pruned` if retention removed events of ``address`` after seq ``after``.
+        (It removes them from the oldest up, moving ``events_from`` with them.)"""
+        rows = self._read("SELECT events_from FROM actors WHERE address = ?", (address,))
+        if rows and rows[0][0] > after + 1:
+            raise Pruned(address, rows[0][0])
 
     def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
