@@ -1,13 +1,16 @@
 """Retention seen from a client: a subscription asking for pruned events is
 answered ``pruned`` with the first seq still held, on the wire (driven by the
-`websockets` library)."""
+`websockets` library) and by `callboard.client` as `callboard.Pruned`."""
 
 from __future__ import annotations
 
+import pytest
 import trio
+from client_helpers import serving
 from gateway_wire import connect, open_gateway
 
 import callboard
+from callboard import client as cb_client
 
 # The retention service waits for the tests to run their own passes.
 CONFIG = callboard.RuntimeConfig(event_retention=3, retention_interval=1e9)
@@ -40,3 +43,20 @@ async def test_subscribing_after_a_pruned_seq_is_answered_pruned_naming_the_firs
     }  # fmt: skip
     assert [frame["seq"] for frame in held] == [5, 6, 7]
     assert pong["op"] == "ok"  # the connection stays open
+
+
+async def test_the_client_raises_pruned_for_a_subscription_after_a_pruned_seq(tmp_path):
+    with trio.fail_after(10):
+        async with (
+            serving(tmp_path, runtime=CONFIG) as server,
+            cb_client.connect(server.url) as client,
+        ):
+            for _ in range(6):
+                ack = await client.send("counter/a", "add")
+            assert server.rt is not None
+            await server.rt.wait_handled("counter/a", ack.seq)
+            await server.rt.retention.run_pass()
+            with pytest.raises(callboard.Pruned) as pruned:
+                async with client.subscribe("counter/a", after=0):
+                    pass
+    assert (pruned.value.actor, pruned.value.first, str(pruned.value)) == ("counter/a", 5, PRUNED)
