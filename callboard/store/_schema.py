@@ -7,9 +7,10 @@ crash leaves the old version or the new, never half of one), and refuses
 one of a version this callboard does not know, changing nothing.
 
 A database gives the pages that retention frees back to the file system
-(``auto_vacuum=INCREMENTAL``, see ``_retention``). A fresh one is made so
-(``_connect`` sets it before the first table); one made before version 3 is
-converted once, by a VACUUM after its migration.
+(``auto_vacuum=INCREMENTAL``, see ``_retention``). Only a VACUUM changes
+that once the file has a header (and the switch to WAL writes one), so a
+fresh database is vacuumed while it is still empty, which costs one fsync;
+one made before version 3 is converted once, by a VACUUM after its migration.
 """
 
 from __future__ import annotations
@@ -214,6 +215,10 @@ def prepare(conn: sqlite3.Connection, directory: Path) -> None:
     Raises `DataDirectoryIncompatible`, changing nothing, if the database has
     a version this callboard does not know.
     """
+    fresh = conn.execute("SELECT 1 FROM sqlite_master").fetchone() is None
+    if fresh and conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+        conn.execute(f"PRAGMA auto_vacuum={_INCREMENTAL}")
+        conn.execute("VACUUM")  # of an empty database: before the first table
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = _found_version(conn)

@@ -92,8 +92,6 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    # Only before the first table and the switch to WAL (see ``_schema``).
-    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
     conn.execute("PRAGMA journal_mode=WAL")
     # FULL: NORMAL may lose acknowledged commits on power loss.
     conn.execute("PRAGMA synchronous=FULL")
