@@ -30,6 +30,7 @@ from .errors import DataDirectoryLocked as DataDirectoryLocked
 from .errors import Escalation as Escalation
 from .errors import Forbidden as Forbidden
 from .errors import Lagged as Lagged
+from .errors import Pruned as Pruned
 from .errors import RuntimeClosed as RuntimeClosed
 from .errors import SpawnConflict as SpawnConflict
 from .errors import SpecRefused as SpecRefused
@@ -80,6 +81,7 @@ __all__ = [
     "Forbidden",
     "Lagged",
     "Message",
+    "Pruned",
     "RunSpec",
     "Runtime",
     "RuntimeClosed",

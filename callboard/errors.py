@@ -19,6 +19,7 @@ The tree::
     ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
     ├── RuntimeClosed                                the runtime is shutting down
     ├── Lagged                                       a subscriber fell behind its buffer
+    ├── Pruned                                       retention removed the events asked for
     ├── ModelError                                   a model call failed (see ``retryable``)
     ├── ToolError                                    a tool refused or failed
     │   └── PathEscape                               a path outside the workspace
@@ -49,6 +50,7 @@ __all__ = [
     "Lagged",
     "ModelError",
     "PathEscape",
+    "Pruned",
     "RuntimeClosed",
     "SpawnConflict",
     "SpecRefused",
@@ -166,6 +168,30 @@ class Lagged(CallboardError):
         )
         self.actor = actor
         self.after = after
+
+
+class Pruned(CallboardError):
+    """Retention removed events a subscription asked for: those of ``actor``
+    before ``first``, the first seq still held. Subscribe with ``after=first - 1``
+    for the events held; nothing is handed over with a gap.
+    """
+
+    code = "pruned"
+
+    def __init__(self, actor: str, first: int, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or (
+                f"the events of {actor!r} before seq {first} were pruned by retention; "
+                f"subscribe with after={first - 1} for the events still held (more are "
+                "kept with a larger RuntimeConfig.event_retention or event_max_age)"
+            )
+        )
+        self.actor = actor
+        self.first = first
+
+    def __reduce__(self) -> tuple[type[Pruned], tuple[str, int, str]]:
+        return type(self), (self.actor, self.first, str(self))
 
 
 class ModelError(CallboardError):

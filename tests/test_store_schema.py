@@ -176,3 +176,91 @@ async def test_a_directory_version_1_left_without_its_version_is_migrated_as_ver
         (timers,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'timers'").fetchone()
     assert "id INTEGER PRIMARY KEY AUTOINCREMENT" in timers
     assert stored_version(data) == str(SCHEMA_VERSION)
+
+
+class Chronicle(callboard.Actor):
+    """Virtual: ``note`` emits ``noted`` with the body; ``end`` stops the actor."""
+
+    kind = "chronicle"
+    virtual = True
+
+    async def handle(self, ctx, message):
+        if message.type == "end":
+            ctx.stop()
+        else:
+            ctx.emit("noted", message.body)
+
+
+def put_back_to_version_2(data: Path) -> None:
+    """Give the directory the events table, actor columns and indexes version 2
+    made, every event kept, without incremental auto-vacuum, and mark it version 2."""
+    with database(data) as conn:
+        conn.executescript(
+            """
+            BEGIN;
+            DROP INDEX actors_events_held;
+            DROP INDEX actors_stopped;
+            DROP INDEX timers_address;
+            DROP INDEX dead_letters_at;
+            ALTER TABLE actors DROP COLUMN events_from;
+            ALTER TABLE actors DROP COLUMN stopped_at;
+            CREATE TABLE events_v2 (
+                address TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                type TEXT NOT NULL,
+                data BLOB NOT NULL,
+                at REAL NOT NULL,
+                PRIMARY KEY (address, seq)
+            ) WITHOUT ROWID;
+            INSERT INTO events_v2 SELECT address, seq, type, data, at FROM events;
+            DROP TABLE events;
+            ALTER TABLE events_v2 RENAME TO events;
+            UPDATE meta SET value = '2' WHERE key = 'schema';
+            COMMIT;
+            PRAGMA auto_vacuum = NONE;
+            VACUUM;
+            """
+        )
+
+
+def stored_events(data: Path, order: str) -> list[tuple]:
+    with database(data) as conn:
+        return conn.execute(
+            f"SELECT address, seq, type, data, at FROM events ORDER BY {order}"
+        ).fetchall()
+
+
+async def test_a_version_2_directory_is_migrated_keeping_every_event_in_its_order(data):
+    clock = FakeWallClock()
+    with trio.fail_after(20):
+        async with callboard.open_runtime(data, kinds=[Chronicle], clock=clock) as rt:
+            for n in range(300):
+                # Two actors, interleaved; events of 1 KB, as would spill in version 2.
+                clock.now += 1
+                ack = await rt.send(f"chronicle/c{n % 2}", "note", {"n": n, "pad": "x" * 1000})
+                await rt.wait_handled(f"chronicle/c{n % 2}", ack.seq)
+            clock.now += 1
+            await rt.wait_handled("chronicle/c1", (await rt.send("chronicle/c1", "end")).seq)
+        put_back_to_version_2(data)
+        v2 = stored_events(data, "address, seq")
+        async with callboard.open_runtime(data, kinds=[Chronicle], clock=clock) as rt:
+            replayed = []
+            async with rt.subscribe("chronicle/c0", after=0) as events:
+                async for event in events:
+                    replayed.append(event.seq)
+                    if event.seq == rt.head("chronicle/c0"):
+                        break
+            records = [rt.store.actor(f"chronicle/c{n}") for n in range(2)]
+    with database(data) as conn:
+        auto_vacuum = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+    assert stored_version(data) == str(SCHEMA_VERSION)
+    # Rowid order is the order they were copied in: each actor's, by seq.
+    assert stored_events(data, "rowid") == v2
+    assert len(v2) == 2 * (1 + 150) + 1  # each one's actor.started and notes, c1's actor.stopped
+    assert replayed == list(range(1, records[0].event_head + 1))
+    assert [(r.events_from, r.stopped_at) for r in records] == [
+        (1, None),
+        (1, v2[-1][4]),  # when it went final: its last event, actor.stopped
+    ]
+    assert v2[-1][2] == "actor.stopped"
+    assert auto_vacuum == 2  # INCREMENTAL: pages retention frees go back to the file system

@@ -13,6 +13,7 @@ classes here (``callboard/errors.py`` stays the core's)::
     ├── StoreUnavailable    unavailable   (core, retryable)
     ├── UnknownOutcome      unknown_outcome (core, retryable with the same key)
     ├── Forbidden           forbidden     (core)
+    ├── Pruned              pruned        (core; ``first`` is the first seq still held)
     ├── Unauthorized        unauthorized
     ├── RateLimited         rate_limited  (retryable)
     ├── ServerError         internal, or a code this client does not know
@@ -30,6 +31,7 @@ from ..errors import (
     BadRequest,
     CallboardError,
     Forbidden,
+    Pruned,
     StoreUnavailable,
     UnknownActor,
     UnknownKind,
@@ -124,6 +126,10 @@ def error_from_frame(frame: dict[str, Any]) -> CallboardError:
     message = frame.get("message")
     if not isinstance(message, str) or not message:
         message = f"the server answered with error code {code!r} and no message"
+    if code == "pruned":
+        actor, first = frame.get("actor"), frame.get("first")
+        if isinstance(actor, str) and isinstance(first, int) and not isinstance(first, bool):
+            return Pruned(actor, first, message)
     cls = _BY_CODE.get(code) if isinstance(code, str) else None
     if cls is None:
         return ServerError(message, code=code if isinstance(code, str) else "internal")

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from ..errors import Lagged, UnknownActor
+from ..errors import Lagged, Pruned, UnknownActor
 from ..runtime import Runtime, Subscription
 from . import _frames as f
 from ._config import GatewayConfig
@@ -98,7 +98,11 @@ class Subscriptions:
             self._rt.check_kind(kind)
             if not self._rt.kinds[kind].virtual and self._rt.store.actor(request.actor) is None:
                 raise UnknownActor(f"there is no actor at {request.actor!r}; spawn it first")
-        await nursery.start(self._forward, request)
+        try:
+            await nursery.start(self._forward, request)
+        except Pruned as exc:  # docs/protocol.md: ``first`` is the first seq still held
+            pruned = {"code": exc.code, "message": str(exc), "actor": exc.actor, "first": exc.first}
+            return f.encode({"op": "error", "id": request.id, **pruned})
         return None  # the forwarder queued the ok, so that it precedes every event
 
     async def unsubscribe(self, sub_id: str) -> None:
@@ -168,8 +172,8 @@ class Subscriptions:
                     last = event.seq
             else:
                 return  # the hub closed the subscription (the runtime is closing)
-        except Lagged:
-            pass
+        except (Lagged, Pruned):
+            pass  # a replay that retention overtook: resubscribing answers pruned
         if handle.open:
             await self._lagged(sub_id, handle, None if pattern else last)
 

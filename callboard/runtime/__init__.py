@@ -1,12 +1,14 @@
 """The runtime: `open_runtime` and the embedding API."""
 
+from ._config import RuntimeConfig as RuntimeConfig
 from ._hub import Hub as Hub
 from ._hub import Subscription as Subscription
+from ._retention import Retention as Retention
+from ._retention import RetentionStatistics as RetentionStatistics
 from ._runtime import BUILTIN_KINDS as BUILTIN_KINDS
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import ActorView as ActorView
 from ._runtime import Runtime as Runtime
-from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import RuntimeStatistics as RuntimeStatistics
 from ._runtime import open_runtime as open_runtime
 
@@ -15,6 +17,8 @@ __all__ = [
     "ActorInfo",
     "ActorView",
     "Hub",
+    "Retention",
+    "RetentionStatistics",
     "Runtime",
     "RuntimeConfig",
     "RuntimeStatistics",

@@ -57,7 +57,9 @@ from ..store import (
     structure_error,
 )
 from ..supervisor import ActorCell
+from ._config import RuntimeConfig
 from ._hub import Hub, OnLag, Pace, Subscription
+from ._retention import Retention, SteadyWallClock
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -65,7 +67,6 @@ __all__ = [
     "ActorInfo",
     "ActorView",
     "Runtime",
-    "RuntimeConfig",
     "RuntimeStatistics",
     "open_runtime",
 ]
@@ -84,48 +85,6 @@ machine, a test's clock), a timer fires within about this long of the wall
 clock passing its due time, not after the whole wait it computed before."""
 
 BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
-
-
-def _positive_count(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"RuntimeConfig.{attribute.name} must be an integer >= 1, got {value!r}")
-
-
-def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"RuntimeConfig.{attribute.name} must be seconds > 0, got {value!r}")
-
-
-@attrs.frozen
-class RuntimeConfig:
-    """Limits and timings of a runtime; every one is documented in the README.
-
-    Attributes:
-        passivate_after: seconds an actor with nothing to do stays in memory.
-        passivating_at_once: actors that passivate at the same time; when more
-            are idle they wait their turn (their final commits would otherwise
-            all be in memory together, and the heap keeps that peak).
-        inbox_limit: messages of one actor held in memory; the rest wait on disk.
-        batch_max: messages one actor may handle before one commit.
-        subscriber_buffer: live events buffered per subscription before it lags.
-        replay_page: stored events a subscription reads from the store at once
-            when it replays (``after``) or catches up after a lag.
-        replay_page_bytes: bytes of event data in one such page; a page holds
-            at least one event, however big. A replaying subscription holds
-            at most one page in memory.
-        key_window: seconds an idempotency key is remembered.
-        write_queue: writes waiting for the writer before senders wait too.
-    """
-
-    passivate_after: float = attrs.field(default=30.0, validator=_positive_seconds)
-    passivating_at_once: int = attrs.field(default=256, validator=_positive_count)
-    inbox_limit: int = attrs.field(default=1000, validator=_positive_count)
-    batch_max: int = attrs.field(default=256, validator=_positive_count)
-    subscriber_buffer: int = attrs.field(default=1024, validator=_positive_count)
-    replay_page: int = attrs.field(default=512, validator=_positive_count)
-    replay_page_bytes: int = attrs.field(default=1024 * 1024, validator=_positive_count)
-    key_window: float = attrs.field(default=7 * 24 * 3600.0, validator=_positive_seconds)
-    write_queue: int = attrs.field(default=16384, validator=_positive_count)
 
 
 @attrs.frozen
@@ -173,6 +132,12 @@ class RuntimeStatistics:
     store_healthy: bool = True
     """False from an I/O error at COMMIT until the store has recovered (fail-stop)."""
     store_recoveries: int = 0
+    retention_passes: int = 0
+    events_pruned: int = 0
+    actors_removed: int = 0
+    dead_letters_expired: int = 0
+    pages_freed: int = 0
+    """Free database pages retention gave back to the file system."""
 
 
 def _spec_bytes(value: Any) -> bytes:
@@ -206,8 +171,21 @@ class Runtime:
         self.passivation_slots = trio.Semaphore(config.passivating_at_once)
         self.passivate_after = config.passivate_after
         self._clock = clock
-        # Where the wall clock and trio's stood when the runtime opened (see _key_clock).
+        # Ages that decide a deletion (keys, retention) go by this clock; keys are
+        # stamped by _key_clock, from where both clocks stood at the opening.
+        self._steady = SteadyWallClock(clock)
         self._opened = (clock(), trio.current_time())
+        self.retention = Retention(
+            store,
+            clock=self._steady,
+            keep_events=config.event_retention,
+            event_max_age=config.event_max_age,
+            stopped_retention=config.stopped_retention,
+            dead_letter_retention=config.dead_letter_retention,
+            batch=config.retention_batch,
+            interval=config.retention_interval,
+        )
+        """Retention passes: one runs every ``retention_interval``, `run_pass` runs one now."""
         self.settings: Mapping[str, Any] = MappingProxyType(
             {
                 "data_dir": str(store.directory),
@@ -476,7 +454,9 @@ class Runtime:
     ) -> AsyncIterator[Subscription]:  # fmt: skip
         """Events of ``actor``: with ``after``, every stored event with a greater
         seq, then live ones, with no gap and no duplicate. ``actor`` may be
-        ``KIND/*`` or ``*`` (live only).
+        ``KIND/*`` or ``*`` (live only). Raises `Pruned` (on entry, or from the
+        iteration if retention overtakes a replay) when some of those events
+        are no longer held.
 
         Stored events are read in pages of at most ``replay_page`` events and
         ``replay_page_bytes`` bytes (`RuntimeConfig`), one page held at a
@@ -490,6 +470,8 @@ class Runtime:
                 raise UnknownActor(f"there is no actor at {actor!r}; spawn it first")
         if after is not None and (actor == "*" or actor.endswith("/*")):
             raise BadRequest("'after' cannot be used with a pattern: patterns are live only")
+        if after is not None:
+            self.store.check_held(actor, after)  # Pruned: retention removed some of them
         # A live-only subscription to one actor starts after its head, so a lag
         # before anything was delivered still says exactly where to resume.
         head = (
@@ -508,6 +490,7 @@ class Runtime:
     def statistics(self) -> RuntimeStatistics:
         store = self.store.statistics()
         counts = self._counts
+        retained = self.retention.statistics()
         return RuntimeStatistics(
             messages_accepted=counts["accepted"],
             commits=counts["commits"],
@@ -524,6 +507,11 @@ class Runtime:
             store_seconds=store.commit_seconds_total,
             store_healthy=self.store.healthy,
             store_recoveries=store.recoveries,
+            retention_passes=retained.passes,
+            events_pruned=retained.events,
+            actors_removed=retained.actors,
+            dead_letters_expired=retained.dead_letters,
+            pages_freed=retained.pages,
         )
 
     def _store_recovered(self) -> None:
@@ -705,11 +693,12 @@ class Runtime:
         return max(self.wall_time(), wall + (trio.current_time() - monotonic))
 
     async def _prune_keys(self) -> None:
-        wall, monotonic = self._opened
+        # By the steady clock: a jump forward of the wall clock alone would
+        # forget keys still in their window, and a send retried just after
+        # would be delivered twice (see SteadyWallClock).
         while True:
             await trio.sleep(max(60.0, self.config.key_window / 10))
-            now = min(self.wall_time(), wall + (trio.current_time() - monotonic))
-            await self.store.prune_keys(self.config.key_window, now=now)
+            await self.store.prune_keys(self.config.key_window, now=self._steady())
 
     def _recover(self) -> int:
         count = 0
@@ -770,6 +759,7 @@ async def open_runtime(
                         log.info("recovered %d actors with unfinished work", recovered)
                     services.start_soon(rt._run_timers, name="timers")
                     services.start_soon(rt._prune_keys, name="key pruning")
+                    services.start_soon(rt.retention.serve, name="retention")
                     services.start_soon(rt._sweep_idle, name="passivation")
                     try:
                         yield rt

@@ -23,6 +23,8 @@ from ._records import MailboxRecord as MailboxRecord
 from ._records import NewEvent as NewEvent
 from ._records import NewTimer as NewTimer
 from ._records import StoredAck as StoredAck
+from ._retention import RetentionPolicy as RetentionPolicy
+from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import StoreStatistics as StoreStatistics
 from ._sqlite import open_sqlite_store as open_sqlite_store
@@ -40,6 +42,8 @@ __all__ = [
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
+    "RetentionPolicy",
+    "RetentionStep",
     "SqliteStore",
     "StoreStatistics",
     "StoredAck",

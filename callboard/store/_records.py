@@ -6,6 +6,9 @@ serialized by the layer above, so a store never needs to know a user's types.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import attrs
 
 # The records a write is made of (``Enqueue`` .. ``CommitResult``) are built
@@ -117,6 +120,20 @@ class ActorRecord:
     busy: bool
     last_error: bytes | None
     created_at: float
+    events_from: int = 1
+    """The first seq of its events still held: retention removed those before it."""
+    stopped_at: float | None = None
+    """When it went final (stopped or failed), by the store's clock; None before."""
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ActorRecord:
+        """From the columns in this class's order (SQLite's 0 and 1 for the booleans)."""
+        (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts,
+         busy, error, created, events_from, stopped_at) = row  # fmt: skip
+        return cls(
+            address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
+            restarts, bool(busy), error, created, events_from, stopped_at,
+        )  # fmt: skip
 
     @property
     def unhandled(self) -> int:

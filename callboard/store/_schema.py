@@ -5,10 +5,17 @@ A data directory records the version of its schema in ``meta``. Opening it
 version to this one in the same transaction as the version it writes (a
 crash leaves the old version or the new, never half of one), and refuses
 one of a version this callboard does not know, changing nothing.
+
+A database gives the pages that retention frees back to the file system
+(``auto_vacuum=INCREMENTAL``, see ``_retention``). Only a VACUUM changes
+that once the file has a header (and the switch to WAL writes one), so a
+fresh database is vacuumed while it is still empty, which costs one fsync;
+one made before version 3 is converted once, by a VACUUM after its migration.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +24,8 @@ from ..errors import DataDirectoryIncompatible
 
 __all__ = ["SCHEMA_VERSION", "prepare"]
 
+log = logging.getLogger("callboard.store")
+
 # Each statement creates only what is missing: on a migrated database they
 # add the tables of this version and leave the migrated ones alone.
 #
@@ -24,6 +33,17 @@ __all__ = ["SCHEMA_VERSION", "prepare"]
 # INTEGER PRIMARY KEY hands the id of a deleted row to the next one. (Version 2
 # made it so because fired timers were then sent with the key ``timer:{id}``;
 # they now carry no key, see ``fire_timers``.)
+#
+# ``events`` is a rowid table with a unique index (version 3): a row of a
+# WITHOUT ROWID table over about 1 KB (a 4 KB page's limit for an index
+# b-tree) spills to an overflow page of its own: 50,000 events of 1 KB took
+# 234 MB, and take 70 MB as rows of a rowid table, which hold up to about
+# 4 KB in their page (``python -m benchmarks.event_disk``; small events cost
+# 7% more for the index). ``actors.events_from`` is the first seq of the actor's events
+# still held (retention removes them from the oldest up), ``stopped_at``
+# the time it went final; the indexes on ``event_head - events_from``,
+# ``stopped_at``, ``timers.address`` and ``dead_letters.at`` let a retention
+# pass find its work without reading every row.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actors (
     address TEXT PRIMARY KEY,
@@ -39,10 +59,14 @@ CREATE TABLE IF NOT EXISTS actors (
     restarts INTEGER NOT NULL DEFAULT 0,
     busy INTEGER NOT NULL DEFAULT 0,
     last_error BLOB,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    events_from INTEGER NOT NULL DEFAULT 1,
+    stopped_at REAL
 );
 CREATE INDEX IF NOT EXISTS actors_kind ON actors(kind);
 CREATE INDEX IF NOT EXISTS actors_work ON actors(final, busy);
+CREATE INDEX IF NOT EXISTS actors_events_held ON actors(event_head - events_from);
+CREATE INDEX IF NOT EXISTS actors_stopped ON actors(stopped_at) WHERE stopped_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS mailbox (
     address TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -67,9 +91,9 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER NOT NULL,
     type TEXT NOT NULL,
     data BLOB NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (address, seq)
-) WITHOUT ROWID;
+    at REAL NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(address, seq);
 CREATE TABLE IF NOT EXISTS timers (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     address TEXT NOT NULL,
@@ -80,6 +104,7 @@ CREATE TABLE IF NOT EXISTS timers (
 );
 CREATE INDEX IF NOT EXISTS timers_due ON timers(due);
 CREATE UNIQUE INDEX IF NOT EXISTS timers_key ON timers(address, key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS timers_address ON timers(address);
 CREATE TABLE IF NOT EXISTS dead_letters (
     id INTEGER PRIMARY KEY,
     address TEXT NOT NULL,
@@ -93,6 +118,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS dead_letters_address ON dead_letters(address);
+CREATE INDEX IF NOT EXISTS dead_letters_at ON dead_letters(at);
 CREATE TABLE IF NOT EXISTS logs (
     address TEXT NOT NULL,
     log TEXT NOT NULL,
@@ -103,7 +129,7 @@ CREATE TABLE IF NOT EXISTS logs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
@@ -136,9 +162,51 @@ def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('timers', ?)", (last,))
 
 
+def _events_compact_and_prunable(conn: sqlite3.Connection) -> None:
+    """Version 2 to 3: ``events`` becomes a rowid table, ``actors`` gains
+    ``events_from`` and ``stopped_at`` (see ``SCHEMA``).
+
+    Version 2 deleted no event, so every actor holds its events from seq 1.
+    A final actor is taken to have stopped at its last event (its
+    ``actor.stopped`` or ``actor.failed``), or else when it was created. Each
+    step does only what is missing, as a directory marked with an older
+    version may already have some of it.
+    """
+    if _has_table(conn, "actors"):
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(actors)")}
+        if "events_from" not in columns:
+            conn.execute("ALTER TABLE actors ADD COLUMN events_from INTEGER NOT NULL DEFAULT 1")
+        if "stopped_at" not in columns:
+            conn.execute("ALTER TABLE actors ADD COLUMN stopped_at REAL")
+            last_event = (
+                "(SELECT at FROM events WHERE events.address = actors.address "
+                "ORDER BY seq DESC LIMIT 1)"
+                if _has_table(conn, "events")
+                else "NULL"
+            )
+            conn.execute(
+                f"UPDATE actors SET stopped_at = COALESCE({last_event}, created_at) WHERE final = 1"
+            )
+    if _has_table(conn, "events") and not _has_rowid(conn, "events"):
+        conn.execute(
+            "CREATE TABLE events_v3 (address TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "type TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL)"
+        )
+        # In the order of the old primary key: each actor's events in seq order.
+        conn.execute(
+            "INSERT INTO events_v3 (address, seq, type, data, at) "
+            "SELECT address, seq, type, data, at FROM events ORDER BY address, seq"
+        )
+        conn.execute("DROP TABLE events")
+        conn.execute("ALTER TABLE events_v3 RENAME TO events")  # ``SCHEMA`` adds its index
+
+
 # ``MIGRATIONS[n]`` takes a database of version ``n`` to version ``n + 1``,
 # inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _timers_never_reuse_an_id}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _timers_never_reuse_an_id,
+    2: _events_compact_and_prunable,
+}
 
 
 def prepare(conn: sqlite3.Connection, directory: Path) -> None:
@@ -147,6 +215,10 @@ def prepare(conn: sqlite3.Connection, directory: Path) -> None:
     Raises `DataDirectoryIncompatible`, changing nothing, if the database has
     a version this callboard does not know.
     """
+    fresh = conn.execute("SELECT 1 FROM sqlite_master").fetchone() is None
+    if fresh and conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+        conn.execute(f"PRAGMA auto_vacuum={_INCREMENTAL}")
+        conn.execute("VACUUM")  # of an empty database: before the first table
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = _found_version(conn)
@@ -164,6 +236,47 @@ def prepare(conn: sqlite3.Connection, directory: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+        _give_freed_pages_back(conn, directory)
+
+
+_INCREMENTAL = 2  # ``PRAGMA auto_vacuum``'s value for INCREMENTAL
+
+
+def _give_freed_pages_back(conn: sqlite3.Connection, directory: Path) -> None:
+    """Convert a database made before version 3 to ``auto_vacuum=INCREMENTAL``, once.
+
+    Only a VACUUM can change it, and a VACUUM rewrites the whole database
+    (it needs about as much free space again, and its time). It changes no
+    row: if it fails (a full disk, typically) the database goes on as it
+    was, freed pages are reused by later writes but the file does not
+    shrink, and the next open tries again.
+    """
+    log.info(
+        "converting the database in %s to incremental auto-vacuum, once: a VACUUM "
+        "rewrites it, which takes a while for a big one",
+        directory,
+    )
+    try:
+        conn.execute(f"PRAGMA auto_vacuum={_INCREMENTAL}")
+        conn.execute("VACUUM")
+        # VACUUM wrote the whole database through the WAL: start it over now.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as exc:
+        log.warning(
+            "could not convert the database in %s to incremental auto-vacuum (%s); it works "
+            "as before, its file does not shrink after retention, and the next open tries again",
+            directory,
+            exc,
+        )
+
+
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    try:
+        conn.execute(f"SELECT rowid FROM {table} LIMIT 0")
+    except sqlite3.OperationalError:
+        return False  # a WITHOUT ROWID table has no rowid column
+    return True
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

@@ -23,7 +23,8 @@ from typing import Any, TypeVar, cast
 import attrs
 import trio
 
-from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
+from ..errors import Pruned, RuntimeClosed, StoreUnavailable, UnknownOutcome
+from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._event_reads import EventReaders
 from ._full import FullDisk
@@ -56,7 +57,7 @@ _T = TypeVar("_T")
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
-    "event_head, restarts, busy, last_error, created_at"
+    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
 )
 
 
@@ -72,10 +73,11 @@ class StoreStatistics:
 
 
 class _Op:
-    __slots__ = ("done", "error", "fn", "result", "task")
+    __slots__ = ("done", "error", "fn", "result", "slow", "task")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any]) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any], slow: bool = False) -> None:
         self.fn = fn
+        self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
         self.task: trio.lowlevel.Task | None = None
         self.done = False
         self.result: Any = None
@@ -245,7 +247,9 @@ class SqliteStore:
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to a thread, and the event loop runs on meanwhile.
+        goes to a thread, and the event loop runs on meanwhile. A batch with
+        a slow op (a retention step, a few ms of deleting) runs in a thread
+        whole: SQLite lets go of the GIL while it works.
         """
         conn = self._writer
         assert conn is not None
@@ -253,6 +257,9 @@ class SqliteStore:
         state.trim()
         now = self._clock()
         state.key_stamp = self.key_clock()
+        if any(op.slow for op in batch):
+            await trio.to_thread.run_sync(self._run_batch, batch, now)
+            return
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
@@ -419,8 +426,10 @@ class SqliteStore:
             else:
                 op.error = exc
 
-    async def _submit(self, fn: Callable[[sqlite3.Connection, float], _T]) -> _T:
-        op = _Op(fn)
+    async def _submit(
+        self, fn: Callable[[sqlite3.Connection, float], _T], slow: bool = False
+    ) -> _T:
+        op = _Op(fn, slow)
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
             try:
@@ -478,6 +487,15 @@ class SqliteStore:
             lambda conn, clock: ops.prune_keys(conn, (clock if now is None else now) - older_than)
         )
 
+    async def retain(
+        self, policy: retention.RetentionPolicy, step: retention.RetentionStep
+    ) -> retention.RetentionStep:
+        """One bounded op of a retention pass, from ``step`` on (see ``_retention``)."""
+        state = self._state
+        return await self._submit(
+            lambda conn, now: retention.retain(conn, state, policy, step), slow=True
+        )
+
     # -- reads ---------------------------------------------------------------
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
@@ -491,7 +509,7 @@ class SqliteStore:
 
     def actor(self, address: str) -> ActorRecord | None:
         rows = self._read(f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = ?", (address,))
-        return _actor(rows[0]) if rows else None
+        return ActorRecord.from_row(rows[0]) if rows else None
 
     def actors(
         self, kind: str | None = None, *, status: str | None = None, after: str | None = None,
@@ -509,7 +527,7 @@ class SqliteStore:
             f"SELECT {_ACTOR_COLUMNS} FROM actors {condition}ORDER BY address LIMIT ?",
             (*args, limit),
         )
-        return [_actor(r) for r in rows]
+        return [ActorRecord.from_row(r) for r in rows]
 
     def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
         rows = self._read(
@@ -520,11 +538,14 @@ class SqliteStore:
         return [MailboxRecord(*r) for r in rows]
 
     def events(self, address: str, after: int, limit: int) -> list[EventRecord]:
+        """Events after seq ``after``; `Pruned` if retention removed some (never a gap)."""
         rows = self._read(
             "SELECT address, seq, type, data, at FROM events "
             "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
             (address, after, limit),
         )
+        if not rows or rows[0][1] != after + 1:
+            self.check_held(address, after)
         return [EventRecord(*r) for r in rows]
 
     async def read_events(
@@ -533,10 +554,21 @@ class SqliteStore:
         """The next page of ``address``'s events after seq ``after``: at most
         ``limit`` events and ``max_bytes`` bytes of their data, but always the
         next event if there is one. Read on a worker thread (`EventReaders`);
-        a cancel point only before the read starts."""
+        a cancel point only before the read starts. Raises `Pruned` when
+        retention removed the events asked for."""
         if self._reader is None:
             raise RuntimeClosed("the store is closed")
-        return await self._event_reads.read(address, after, limit=limit, max_bytes=max_bytes)
+        page = await self._event_reads.read(address, after, limit=limit, max_bytes=max_bytes)
+        if not page.events or page.events[0].seq != after + 1:
+            self.check_held(address, after)
+        return page
+
+    def check_held(self, address: str, after: int) -> None:
+        """Raise `Pruned` if retention removed events of ``address`` after seq ``after``.
+        (It removes them from the oldest up, moving ``events_from`` with them.)"""
+        rows = self._read("SELECT events_from FROM actors WHERE address = ?", (address,))
+        if rows and rows[0][0] > after + 1:
+            raise Pruned(address, rows[0][0])
 
     def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
@@ -581,15 +613,6 @@ class SqliteStore:
             (address, log),
         )
         return int(rows[0][0])
-
-
-def _actor(row: tuple[Any, ...]) -> ActorRecord:
-    (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts, busy,
-     error, created) = row  # fmt: skip
-    return ActorRecord(
-        address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
-        restarts, bool(busy), error, created,
-    )  # fmt: skip
 
 
 @asynccontextmanager

@@ -286,7 +286,7 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
     else:
         if address in w.steps:
             w.flush_actor(conn, address)
-        _update_actor(conn, w, c, address, cached, mailbox_head, event_head)
+        _update_actor(conn, w, c, address, cached, mailbox_head, event_head, now)
     events: tuple[tuple[int, NewEvent], ...] = tuple(
         (first + offset, event) for offset, event in enumerate(c.events)
     )
@@ -336,6 +336,7 @@ def _update_actor(
     cached: bool,
     mailbox_head: int,
     event_head: int,
+    now: float,
 ) -> None:
     # The rarer commits (a status, a crash, a dead letter, an actor that is
     # or goes final): one UPDATE, in the batch's order.
@@ -356,6 +357,9 @@ def _update_actor(
     if c.final is not None:
         sets.append("final = ?")
         args.append(int(c.final))
+        # When it went final, for ``stopped_retention``; None while it takes messages.
+        sets.append("stopped_at = ?")
+        args.append(now if c.final else None)
     if c.busy is not None:
         sets.append("busy = ?")
         args.append(int(c.busy))
