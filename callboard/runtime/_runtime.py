@@ -659,7 +659,10 @@ class Runtime:
             if delay > 0:
                 # Never fires early: a timer is due when the wall clock says
                 # so, however it jumped meanwhile (see TIMER_RECHECK).
-                with trio.move_on_after(min(delay, TIMER_RECHECK)):
+                # At least a millisecond: with the wall clock standing still (a
+                # test's, or one held back) a timer due a hair ahead would
+                # otherwise spin this loop without ever letting go of the CPU.
+                with trio.move_on_after(min(max(delay, 0.001), TIMER_RECHECK)):
                     await self._timers_wakeup.wait()
                 continue
             for ack in await self.store.fire_timers():
