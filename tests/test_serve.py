@@ -159,3 +159,18 @@ async def test_a_second_sigint_exits_at_once_while_the_graceful_stop_waits(tmp_p
             assert await served.process.wait() == 130
             await stream.aclose()
     assert any("SIGINT again: exiting at once" in line for line in served.stderr)
+
+
+async def test_a_store_that_cannot_open_ends_serve_with_one_line_not_a_traceback(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "callboard.sqlite3").write_bytes(b"not a database, as a full disk leaves none" * 50)
+    with trio.fail_after(20):
+        result = await trio.run_process(
+            [sys.executable, "-m", "callboard", "serve", "--data", str(data), "--port", "0"],
+            capture_stdout=True, capture_stderr=True, check=False, env=_env(), cwd=tmp_path,
+        )  # fmt: skip
+    last = result.stderr.decode().splitlines()[-1]
+    assert result.returncode == 1
+    assert last.startswith(f"callboard serve: cannot open the store in {str(data)!r}: ")
+    assert "Traceback" not in result.stderr.decode()
