@@ -16,7 +16,7 @@ import attrs
 import trio
 from gateway_wire import connect
 
-__all__ = ["LINE", "Serving", "connect_to", "serve_env", "serving"]
+__all__ = ["LINE", "Serving", "connect_to", "read_line", "serve_env", "serving"]
 
 TESTS = Path(__file__).parent
 LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:\d+/v1) with data in (\S+?)(,|$)")
@@ -56,7 +56,7 @@ class Serving:
             self._grew.set()
 
 
-async def _read_line(stream: trio.abc.ReceiveStream) -> str:
+async def read_line(stream: trio.abc.ReceiveStream) -> str:
     data = b""
     while not data.endswith(b"\n"):
         chunk = await stream.receive_some(1)
@@ -82,7 +82,7 @@ async def serving(data: Path, *extra: str, env: dict[str, str] | None = None,
     try:
         async with trio.open_nursery() as nursery:
             assert process.stdout is not None
-            line = await _read_line(process.stdout)
+            line = await read_line(process.stdout)
             match = LINE.match(line)
             assert match is not None, line
             token_file = data / "token"  # made on the first start, unless the env names one

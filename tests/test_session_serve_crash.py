@@ -18,6 +18,7 @@ import attrs
 import trio
 from credentials import TEST_TOKEN
 from scripted_model import ScriptedModel, hold, text, tool_call
+from serve_helpers import read_line
 from session_helpers import occurrences
 
 import callboard
@@ -37,15 +38,6 @@ class Serving:
     port: int
 
 
-async def _read_line(stream: trio.abc.ReceiveStream) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = await stream.receive_some(1)
-        assert chunk, f"callboard serve closed its stdout after {data!r}"
-        data += chunk
-    return data.decode().rstrip("\n")
-
-
 @asynccontextmanager
 async def serving(data: Path, port: int, model: ScriptedModel) -> AsyncIterator[Serving]:
     """`callboard serve` in a child process until the block ends (then killed and reaped).
@@ -60,7 +52,7 @@ async def serving(data: Path, port: int, model: ScriptedModel) -> AsyncIterator[
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, env=env)
     try:
         assert process.stdout is not None
-        line = await _read_line(process.stdout)
+        line = await read_line(process.stdout)
         match = LINE.match(line)
         assert match is not None, line
         assert match.group(3) == str(data)
