@@ -169,6 +169,9 @@ class Lagged(CallboardError):
         self.actor = actor
         self.after = after
 
+    def __reduce__(self) -> tuple[type[Lagged], tuple[str, int]]:
+        return type(self), (self.actor, self.after)
+
 
 class Pruned(CallboardError):
     """Retention removed events a subscription asked for: those of ``actor``
@@ -202,6 +205,10 @@ class ModelError(CallboardError):
         self.status = status
         self.retryable = retryable
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The keywords go back in as state: Exception's own reduce knows only args.
+        return type(self), (str(self),), {"status": self.status, "retryable": self.retryable}
+
 
 class ToolError(CallboardError):
     """A tool refused its arguments or failed."""
@@ -220,6 +227,9 @@ class Escalation(CallboardError):
     def __init__(self, message: str, reason: CrashReason | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.reason)
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import errors as _core
 from ..errors import (
     BadRequest,
     CallboardError,
@@ -130,7 +131,25 @@ def error_from_frame(frame: dict[str, Any]) -> CallboardError:
         actor, first = frame.get("actor"), frame.get("first")
         if isinstance(actor, str) and isinstance(first, int) and not isinstance(first, bool):
             return Pruned(actor, first, message)
+    named = _BY_NAME.get(frame.get("error_type"))  # type: ignore[arg-type]
+    if named is not None and named.code == code:
+        # The class the runtime raised: a remote caller catches what a local one does.
+        return named(message)
     cls = _BY_CODE.get(code) if isinstance(code, str) else None
     if cls is None:
         return ServerError(message, code=code if isinstance(code, str) else "internal")
     return cls(message)
+
+
+def _message_classes() -> dict[str, type[CallboardError]]:
+    """The core's error classes that are made from a message alone, by name."""
+    found: dict[str, type[CallboardError]] = {}
+    for name in _core.__all__:
+        value = getattr(_core, name)
+        if isinstance(value, type) and issubclass(value, CallboardError):
+            if value not in (_core.Lagged, _core.Pruned):  # made from fields, not a sentence
+                found[name] = value
+    return found
+
+
+_BY_NAME = _message_classes()

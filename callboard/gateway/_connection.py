@@ -341,7 +341,7 @@ class Connection:
             if exc.code == "internal":
                 log.error("internal error answering %s %r", op, request.id, exc_info=exc)
                 message += " (an internal error: please report it with the server's log)"
-            return f.encode_error(request.id, exc.code, message)
+            return f.encode_error(request.id, exc.code, message, type(exc).__name__)
         except Exception as exc:
             log.error("internal error answering %s %r", op, request.id, exc_info=exc)
             return f.encode_error(

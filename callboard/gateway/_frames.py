@@ -380,8 +380,13 @@ def encode_ok(rid: str, **fields: Any) -> str:
     return encode({"op": "ok", "id": rid, **fields})
 
 
-def encode_error(rid: str | None, code: str, message: str) -> str:
-    return encode({"op": "error", "id": rid, "code": code, "message": message})
+def encode_error(rid: str | None, code: str, message: str, error_type: str | None = None) -> str:
+    """An ``error`` frame; ``error_type`` names the `CallboardError` class the
+    runtime raised, so that a client can raise the same one (docs/protocol.md)."""
+    frame: dict[str, Any] = {"op": "error", "id": rid, "code": code, "message": message}
+    if error_type is not None:
+        frame["error_type"] = error_type
+    return encode(frame)
 
 
 class EventEncoder:
