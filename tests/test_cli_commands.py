@@ -14,6 +14,7 @@ from pathlib import Path
 import trio
 from client_helpers import CALLBOARD, REPO, serving, subprocess_env
 
+import callboard
 from callboard.client import connect
 from callboard.gateway import GatewayConfig
 
@@ -288,3 +289,18 @@ async def test_ctrl_c_during_a_one_shot_command_exits_130_without_a_traceback(tm
             proc.kill()
             await listener.aclose()
     assert (code, stderr) == (130, b"")
+
+
+async def test_callboard_version_prints_the_version_and_exits_0():
+    with trio.fail_after(20):
+        done = await cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"callboard {callboard.__version__}\n".encode())
+
+
+async def test_tail_after_a_negative_seq_is_bad_usage_exit_2():
+    with trio.fail_after(20):
+        done = await cli("tail", "counter/a", "--after", "-1")
+    assert done.returncode == 2
+    assert lines(done.stderr)[-1] == (
+        "callboard tail: error: argument --after: must be a whole number >= 0, got '-1'"
+    )

@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
+
 __all__ = ["build_parser", "main"]
 
 _MODULES = ("_serve", "_commands", "_jobs", "_task", "_repl", "_token")
@@ -20,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="callboard", description="A durable actor runtime for AI-agent workloads."
     )
+    parser.add_argument("--version", action="version", version=f"callboard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _MODULES:
         try:

@@ -155,8 +155,19 @@ async def _stop(client: Client, args: argparse.Namespace, out: Output) -> None:
 
 def _tail_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("address", metavar="ADDRESS", help="KIND/NAME, or KIND/* or * (live only)")
-    p.add_argument("--after", metavar="N", type=int, default=None,
+    p.add_argument("--after", metavar="N", type=_seq, default=None,
                    help="first replay every stored event with a seq above N (0: all)")  # fmt: skip
+
+
+def _seq(text: str) -> int:
+    """An event seq for ``--after``: a whole number >= 0 (bad usage otherwise, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
 
 
 async def _tail(client: Client, args: argparse.Namespace, out: Output) -> None:
