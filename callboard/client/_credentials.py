@@ -18,39 +18,16 @@ exactly for the user who runs the server.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import CallboardError
+from .._local import TOKEN_FILE, is_loopback, read_token
 
 __all__ = ["DEFAULT_DATA", "TOKEN_FILE", "find_token"]
 
 DEFAULT_DATA = "./callboard-data"
-TOKEN_FILE = "token"  # the gateway writes it (callboard.gateway.ensure_operator_token)
-
-
-def _read(path: str | os.PathLike[str], source: str) -> str:
-    try:
-        text = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise CallboardError(f"cannot read the token file {str(path)!r} ({source}): "
-                             f"{exc.strerror}") from None  # fmt: skip
-    if not text:
-        raise CallboardError(f"the token file {str(path)!r} ({source}) is empty")
-    return text
-
-
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def find_token(
@@ -70,12 +47,12 @@ def find_token(
     if token:
         return token
     if token_file is not None:
-        return _read(token_file, "--token-file")
+        return read_token(token_file, "--token-file")
     if env.get("CALLBOARD_TOKEN"):
         return env["CALLBOARD_TOKEN"]
     if env.get("CALLBOARD_TOKEN_FILE"):
-        return _read(env["CALLBOARD_TOKEN_FILE"], "$CALLBOARD_TOKEN_FILE")
-    if not _is_loopback(url):
+        return read_token(env["CALLBOARD_TOKEN_FILE"], "$CALLBOARD_TOKEN_FILE")
+    if not is_loopback(urlsplit(url).hostname or ""):
         return None
     directory = data if data is not None else env.get("CALLBOARD_DATA") or DEFAULT_DATA
     path = Path(directory) / TOKEN_FILE

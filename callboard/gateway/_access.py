@@ -7,12 +7,12 @@ guesses) and the activation quotas (per token, so neither does that).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
 
 import attrs
 
+from .._local import is_loopback
 from ._grants import FailureLimiter, Grant, TokenBucket
 from ._tokens import TokenFile
 
@@ -24,12 +24,7 @@ log = logging.getLogger("callboard.gateway")
 def _limited_as(peer: str) -> str:
     """The key a peer's failed guesses count under: every loopback address is one
     peer (127.0.0.2 is this machine as much as 127.0.0.1 is)."""
-    try:
-        if ipaddress.ip_address(peer.strip("[]")).is_loopback:
-            return "loopback"
-    except ValueError:
-        pass
-    return peer
+    return "loopback" if is_loopback(peer) else peer
 
 
 @attrs.frozen

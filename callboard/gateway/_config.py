@@ -11,11 +11,12 @@ here, before a socket is opened.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import attrs
 from attrs import validators as v
+
+from .._local import is_loopback
 
 __all__ = ["GatewayConfig", "is_loopback"]
 
@@ -40,20 +41,6 @@ def _positive_or_none(
 def _positive_int_or_none(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None:
         _positive_int(instance, attribute, value)
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` only accepts connections from this machine.
-
-    A host name other than ``localhost`` may resolve anywhere, so it is not
-    loopback; neither are the wildcards ``""``, ``0.0.0.0`` and ``::``.
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_token(

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .._local import TOKEN_FILE, read_token
 from ..errors import BadRequest, CallboardError
 from ._grants import Grant, check_patterns
 
@@ -47,7 +48,7 @@ __all__ = [
     "remove_client_token",
 ]
 
-OPERATOR_TOKEN_FILE = "token"
+OPERATOR_TOKEN_FILE = TOKEN_FILE
 CLIENT_TOKENS_FILE = "tokens.json"
 
 log = logging.getLogger("callboard.gateway")
@@ -57,22 +58,6 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def read_token(path: str | os.PathLike[str]) -> str:
-    """The token in a token file (surrounding white space removed).
-
-    Raises:
-        CallboardError: the file is missing, unreadable or empty (the message
-            names the file).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise CallboardError(f"cannot read the token file {str(path)!r}: {exc.strerror}") from None
-    if not text:
-        raise CallboardError(f"the token file {str(path)!r} is empty")
-    return text
 
 
 def _write_private(path: Path, text: str, *, replace: bool) -> bool:

@@ -45,6 +45,14 @@ class SteadyWallClock:
         ran = trio.current_time() - self._trio_at_start
         return min(self._wall(), self._wall_at_start + ran)
 
+    def never_behind(self) -> float:
+        """The other bound: the wall clock, or where trio's clock has brought its
+        reading at start if the wall clock is behind that. Stamping with this
+        and aging with ``self()`` lets nothing go before trio's clock ran its
+        period, whichever way the wall clock jumped (see `Runtime._key_clock`)."""
+        ran = trio.current_time() - self._trio_at_start
+        return max(self._wall(), self._wall_at_start + ran)
+
 
 @attrs.frozen
 class RetentionStatistics:

@@ -172,9 +172,8 @@ class Runtime:
         self.passivate_after = config.passivate_after
         self._clock = clock
         # Ages that decide a deletion (keys, retention) go by this clock; keys are
-        # stamped by _key_clock, from where both clocks stood at the opening.
+        # stamped by its other bound (_key_clock).
         self._steady = SteadyWallClock(clock)
-        self._opened = (clock(), trio.current_time())
         self.retention = Retention(
             store,
             clock=self._steady,
@@ -692,8 +691,7 @@ class Runtime:
         retried just after would be delivered twice). (Trio's clock stands still
         while the machine is suspended: keys then stay longer, never shorter.)
         """
-        wall, monotonic = self._opened
-        return max(self.wall_time(), wall + (trio.current_time() - monotonic))
+        return self._steady.never_behind()
 
     async def _prune_keys(self) -> None:
         # By the steady clock: a jump forward of the wall clock alone would
