@@ -78,7 +78,8 @@ class Grant:
 
 
 class TokenBucket:
-    """``rate`` per second on average, ``burst`` at once (requests, activations)."""
+    """``rate`` per second on average, ``burst`` at once (requests, activations,
+    failed guesses)."""
 
     def __init__(self, rate: float, burst: int) -> None:
         self._rate = rate
@@ -86,22 +87,37 @@ class TokenBucket:
         self._tokens = float(burst)
         self._at = trio.current_time()
 
-    def take(self) -> bool:
+    def level(self) -> float:
+        """The tokens there are now (refilled for the time since the last look)."""
         now = trio.current_time()
         self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
         self._at = now
-        if self._tokens < 1:
+        return self._tokens
+
+    @property
+    def full(self) -> bool:
+        return self.level() >= self._burst
+
+    def wait(self) -> float:
+        """Seconds until there is a token to take (0 if there is one now)."""
+        return max(0.0, (1 - self.level()) / self._rate)
+
+    def take(self) -> bool:
+        if self.level() < 1:
             return False
         self._tokens -= 1
         return True
 
+    def spend(self) -> None:
+        """Take a token whether or not there is one (never below none)."""
+        self._tokens = max(0.0, self.level() - 1)
 
-class _Bucket:
-    __slots__ = ("at", "logged", "tokens")
 
-    def __init__(self, tokens: float, at: float) -> None:
-        self.tokens = tokens
-        self.at = at
+class _Peer:
+    __slots__ = ("bucket", "logged")
+
+    def __init__(self, bucket: TokenBucket) -> None:
+        self.bucket = bucket
         self.logged = False
 
 
@@ -116,46 +132,40 @@ class FailureLimiter:
     """
 
     def __init__(self, burst: int, rate: float, *, peers: int = 4096) -> None:
-        self._burst = float(burst)
+        self._burst = burst
         self._rate = rate
         self._peers = peers
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: dict[str, _Peer] = {}
 
-    def _bucket(self, peer: str) -> _Bucket | None:
-        bucket = self._buckets.get(peer)
-        if bucket is None:
-            return None
-        now = trio.current_time()
-        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.at) * self._rate)
-        bucket.at = now
-        if bucket.tokens >= self._burst:
+    def _peer(self, peer: str) -> _Peer | None:
+        held = self._buckets.get(peer)
+        if held is not None and held.bucket.full:
             del self._buckets[peer]  # back to full: the burst is over
             return None
-        return bucket
+        return held
 
     def retry_after(self, peer: str) -> float | None:
         """Seconds until ``peer`` may try again, or None if it may now."""
-        bucket = self._bucket(peer)
-        if bucket is None or bucket.tokens >= 1:
-            return None
-        return (1 - bucket.tokens) / self._rate
+        held = self._peer(peer)
+        wait = held.bucket.wait() if held is not None else 0.0
+        return wait if wait > 0 else None
 
     def fail(self, peer: str) -> Literal["first", "shut_out", "quiet"]:
         """Count one failure of ``peer``: the first of a burst, the one that used
         the burst up, or another one (say nothing)."""
-        bucket = self._bucket(peer)
-        first = bucket is None
-        if bucket is None:
+        held = self._peer(peer)
+        first = held is None
+        if held is None:
             if len(self._buckets) >= self._peers:
                 self._forget_one()
-            bucket = self._buckets[peer] = _Bucket(self._burst, trio.current_time())
-        bucket.tokens = max(0.0, bucket.tokens - 1)
-        if bucket.tokens < 1 and not bucket.logged:
-            bucket.logged = True
+            held = self._buckets[peer] = _Peer(TokenBucket(self._rate, self._burst))
+        held.bucket.spend()
+        if held.bucket.level() < 1 and not held.logged:
+            held.logged = True
             return "shut_out"
         return "first" if first else "quiet"
 
     def _forget_one(self) -> None:
         # The fullest bucket is the peer least in need of being held back.
-        peer = max(self._buckets, key=lambda p: self._buckets[p].tokens)
+        peer = max(self._buckets, key=lambda p: self._buckets[p].bucket.level())
         del self._buckets[peer]
