@@ -202,6 +202,10 @@ class SqliteStore:
 
     def _close_files(self) -> None:
         self._event_reads.close()
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        """The writer's and the reader's connections (the event readers keep theirs)."""
         for conn in (self._reader, self._writer):
             if conn is not None:
                 conn.close()
@@ -336,12 +340,8 @@ class SqliteStore:
         return True
 
     def _reopen(self) -> None:
-        # The writer's and the reader's connections; the event readers open their
-        # own as they go and read only what was committed.
-        for conn in (self._reader, self._writer):
-            if conn is not None:
-                conn.close()
-        self._reader = self._writer = None
+        # The event readers stay: they read only what was committed.
+        self._close_connections()
         self._state.forget()
         self._open_files()
 
