@@ -243,9 +243,11 @@ class Runtime:
     def would_create(self, address: str) -> bool:
         """True when a message to ``address`` would bring a new actor into being
         (a virtual kind with no actor there yet); for quotas, so not a promise."""
+        if address in self._cells:
+            return False  # the common case on the hot path: one dict lookup
         kind, _ = parse_address(address)
         cls = self._kinds.get(kind)
-        if cls is None or not cls.virtual or address in self._cells:
+        if cls is None or not cls.virtual:
             return False
         return self.store.actor(address) is None
 
