@@ -14,6 +14,22 @@ import trio
 CHILD = Path(__file__).parent / "crash_child.py"
 
 
+class Lines:
+    """Lines of a child's stdout, read as they come."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def next(self) -> str:
+        while b"\n" not in self._buffer:
+            chunk = await self._stream.receive_some()
+            assert chunk, f"the child closed stdout; partial line: {self._buffer!r}"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+
 class Child:
     """A child process whose stdout is read line by line."""
 

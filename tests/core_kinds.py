@@ -51,3 +51,17 @@ class Brittle(callboard.Actor):
             raise RuntimeError(f"boom on attempt {message.attempt}")
         if message.type == "die":
             os._exit(17)
+
+
+class Alarm(callboard.Actor):
+    """``set`` schedules a ``ring`` after ``delay`` seconds; ``ring`` is recorded."""
+
+    kind = "alarm"
+    virtual = True
+
+    async def handle(self, ctx, message):
+        if message.type == "set":
+            ctx.schedule(message.body["delay"], "ring", {"label": message.body["label"]})
+        else:
+            self.state.setdefault("rang", []).append(message.body["label"])
+            ctx.emit("rang", message.body)

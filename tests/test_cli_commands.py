@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import trio
+from child import Lines
 from client_helpers import CALLBOARD, REPO, serving, subprocess_env
 
 import callboard
@@ -32,22 +33,6 @@ async def cli(*args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
 
 def lines(output: bytes) -> list[str]:
     return output.decode().splitlines()
-
-
-class Lines:
-    """Lines of a child's stdout, read as they come."""
-
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
-        self._stream = stream
-        self._buffer = b""
-
-    async def next(self) -> str:
-        while b"\n" not in self._buffer:
-            chunk = await self._stream.receive_some()
-            assert chunk, f"the child closed stdout; partial line: {self._buffer!r}"
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode()
 
 
 async def test_ls_prints_an_aligned_table_of_the_actors(tmp_path):

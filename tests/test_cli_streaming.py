@@ -7,9 +7,9 @@ import signal
 import subprocess
 
 import trio
+from child import Lines
 from client_helpers import CALLBOARD, REPO, serving, subprocess_env
 from scripted_model import ScriptedModel, text
-from test_cli_commands import Lines
 
 from callboard.client import connect
 

@@ -7,23 +7,9 @@ import pytest
 import trio
 import trio.testing
 from child import Child
-from core_kinds import Brittle, Counter
+from core_kinds import Alarm, Brittle, Counter
 
 import callboard
-
-
-class Alarm(callboard.Actor):
-    """``set`` schedules a ``ring`` after ``delay`` seconds; ``ring`` is recorded."""
-
-    kind = "alarm"
-    virtual = True
-
-    async def handle(self, ctx, message):
-        if message.type == "set":
-            ctx.schedule(message.body["delay"], "ring", {"label": message.body["label"]})
-        else:
-            self.state.setdefault("rang", []).append(message.body["label"])
-            ctx.emit("rang", message.body)
 
 
 class Busy(callboard.Actor):

@@ -10,23 +10,10 @@ from pathlib import Path
 
 import pytest
 import trio
+from core_kinds import Alarm
 
 import callboard
 from callboard.store._schema import SCHEMA_VERSION
-
-
-class Alarm(callboard.Actor):
-    """``set`` schedules a ``ring`` after ``delay`` seconds; each ``ring`` is recorded."""
-
-    kind = "alarm"
-    virtual = True
-
-    async def handle(self, ctx, message):
-        if message.type == "set":
-            ctx.schedule(message.body["delay"], "ring", {"label": message.body["label"]})
-        else:
-            self.state.setdefault("rang", []).append(message.body["label"])
-            ctx.emit("rang", message.body)
 
 
 class FakeWallClock:

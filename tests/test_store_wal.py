@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import trio
+from child import Lines
 
 import callboard
 from callboard.store._wal import WAL_CHECKPOINT_RETRY, WAL_SIZE_LIMIT
@@ -30,22 +31,6 @@ class Sink(callboard.Actor):
 
     async def handle(self, ctx, message):
         self.state["count"] = self.state.get("count", 0) + 1
-
-
-class Lines:
-    """A child's stdout, line by line."""
-
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
-        self._stream = stream
-        self._buffer = b""
-
-    async def next(self) -> str:
-        while b"\n" not in self._buffer:
-            chunk = await self._stream.receive_some()
-            assert chunk, f"the reader ended its output early: {self._buffer!r}"
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line.decode()
 
 
 async def send_many(rt: callboard.Runtime) -> None:
