@@ -29,7 +29,7 @@ from callboard.agent import (
     record_result,
     record_started,
 )
-from callboard.store import converter
+from callboard.codec import converter
 
 
 @attrs.frozen

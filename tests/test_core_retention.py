@@ -18,7 +18,8 @@ import trio
 import trio.testing
 
 import callboard
-from callboard.store import RetentionPolicy, RetentionStep, loads
+from callboard.codec import loads
+from callboard.store import RetentionPolicy, RetentionStep
 
 START = 1_800_000_000.0
 DAY = 24 * 3600.0

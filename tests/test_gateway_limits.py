@@ -15,9 +15,10 @@ import trio
 from gateway_wire import connect, open_gateway
 
 import callboard
+from callboard.codec import dumps
 from callboard.gateway import Gateway
 from callboard.mailbox import MAX_DEPTH
-from callboard.store import Commit, NewEvent, dumps, open_sqlite_store
+from callboard.store import Commit, NewEvent, open_sqlite_store
 
 AT = 1_700_000_000.0  # 2023-11-14T22:13:20.000Z
 RANGE = "(-9223372036854775808 to 18446744073709551615); send it as a string"

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from callboard.codec import JSONRefused, check_loaded, dumps, dumps_within, loads
 from callboard.mailbox import MAX_DEPTH
-from callboard.store import JSONRefused, check_loaded, dumps, dumps_within, loads
 
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 

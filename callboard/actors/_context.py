@@ -8,9 +8,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from ..codec import dumps, loads
 from ..errors import BadMessage
 from ..mailbox import encode_body, parse_address
-from ..store import Enqueue, NewEvent, NewTimer, dumps, loads
+from ..store import Enqueue, NewEvent, NewTimer
 
 __all__ = ["Context", "Effects"]
 

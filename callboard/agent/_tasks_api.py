@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ..codec import converter, loads
 from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeClosed, UnknownActor
 from ..mailbox import Address, parse_address
-from ..store import converter, loads
 from ._task import Task
 from ._task_spec import (
     CONVERSATION_LOG,

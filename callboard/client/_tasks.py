@@ -48,10 +48,10 @@ from ..agent import (
     WaitTimedOut,
 )
 from ..agent._task_spec import message_id_for
+from ..codec import converter
 from ..errors import ActorStopped, BadAddress, BadMessage
 from ..mailbox import Address, Event, parse_address
 from ..runtime import ActorView
-from ..store import converter
 
 if TYPE_CHECKING:
     from ._client import Client

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import attrs
 import orjson
 
+from ..codec import JSONRefused, check_loaded
 from ..errors import BadMessage
 from ..mailbox import KIND_PATTERN, MAX_DEPTH, NAME_PATTERN, Event, check_key, check_type
-from ..store import JSONRefused, check_loaded
 
 __all__ = [
     "PROTOCOL_VERSION",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
+from ..codec import dumps_within, loads
 from ..errors import BadMessage, CrashReason
-from ..store import DeadLetterRecord, EventRecord, MailboxRecord, dumps_within, loads
 from ._limits import MAX_DEPTH
 
 __all__ = ["Ack", "DeadLetter", "Event", "Message", "encode_body", "format_at"]
@@ -47,6 +47,47 @@ class Ack:
     duplicate: bool = False
 
 
+# What `from_record` reads of a stored row, by shape: the store's records fit,
+# and the mailbox (below the store in the layers) never imports them.
+class _StoredMessage(Protocol):
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def sender(self) -> str | None: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def at(self) -> float: ...
+
+
+class _StoredEvent(Protocol):
+    @property
+    def address(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def at(self) -> float: ...
+
+
+class _StoredDeadLetter(_StoredMessage, Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def error(self) -> bytes: ...
+
+
 @attrs.frozen
 class Message:
     """A message as its actor's handler receives it."""
@@ -60,7 +101,7 @@ class Message:
     at: float = 0.0
 
     @classmethod
-    def from_record(cls, record: MailboxRecord) -> Message:
+    def from_record(cls, record: _StoredMessage) -> Message:
         return cls(
             seq=record.seq,
             type=record.type,
@@ -84,7 +125,7 @@ class Event:
     at: float
 
     @classmethod
-    def from_record(cls, record: EventRecord) -> Event:
+    def from_record(cls, record: _StoredEvent) -> Event:
         return cls(record.address, record.seq, record.type, loads(record.data), record.at)
 
     def to_json(self) -> dict[str, Any]:
@@ -113,7 +154,7 @@ class DeadLetter:
     key: str | None = None
 
     @classmethod
-    def from_record(cls, record: DeadLetterRecord) -> DeadLetter:
+    def from_record(cls, record: _StoredDeadLetter) -> DeadLetter:
         error = loads(record.error)
         return cls(
             id=record.id,

@@ -25,6 +25,7 @@ import trio
 
 from ..actors import Actor
 from ..agent import Session, Task, Tasks
+from ..codec import converter, loads, structure_error
 from ..errors import (
     BadRequest,
     RuntimeClosed,
@@ -46,16 +47,7 @@ from ..mailbox import (
     new_name,
     parse_address,
 )
-from ..store import (
-    CommitResult,
-    Enqueue,
-    SqliteStore,
-    StoredAck,
-    converter,
-    loads,
-    open_sqlite_store,
-    structure_error,
-)
+from ..store import CommitResult, Enqueue, SqliteStore, StoredAck, open_sqlite_store
 from ..supervisor import ActorCell
 from ._config import RuntimeConfig
 from ._hub import Hub, OnLag, Pace, Subscription

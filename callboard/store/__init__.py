@@ -4,13 +4,6 @@ Nothing SQLite-specific leaks past this package: the layers above speak
 `Enqueue`, `Commit` and the records, with bodies already serialized.
 """
 
-from ._codec import JSONRefused as JSONRefused
-from ._codec import check_loaded as check_loaded
-from ._codec import converter as converter
-from ._codec import dumps as dumps
-from ._codec import dumps_within as dumps_within
-from ._codec import loads as loads
-from ._codec import structure_error as structure_error
 from ._lock import DirectoryLock as DirectoryLock
 from ._records import ActorRecord as ActorRecord
 from ._records import Commit as Commit
@@ -38,7 +31,6 @@ __all__ = [
     "Enqueue",
     "EventPage",
     "EventRecord",
-    "JSONRefused",
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
@@ -47,11 +39,5 @@ __all__ = [
     "SqliteStore",
     "StoreStatistics",
     "StoredAck",
-    "check_loaded",
-    "converter",
-    "dumps",
-    "dumps_within",
-    "loads",
     "open_sqlite_store",
-    "structure_error",
 ]

@@ -16,20 +16,10 @@ from typing import Any, Protocol
 import trio
 
 from ..actors import Actor, Context, Effects
+from ..codec import converter, dumps, loads, structure_error
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
-from ..store import (
-    ActorRecord,
-    Commit,
-    CommitResult,
-    Enqueue,
-    NewEvent,
-    SqliteStore,
-    converter,
-    dumps,
-    loads,
-    structure_error,
-)
+from ..store import ActorRecord, Commit, CommitResult, Enqueue, NewEvent, SqliteStore
 
 __all__ = ["ActorCell", "CellServices"]
 
