@@ -180,7 +180,7 @@ _ROOMY = GatewayConfig(
 async def _with_gateway(workdir: Path, body: Any, gateway: GatewayConfig | None = None) -> Any:
     config = callboard.RuntimeConfig(passivate_after=3600.0)
     async with callboard.open_runtime(
-        workdir / "data", kinds=[Sink, Emitter], config=config, builtin_kinds=False
+        workdir / "data", kinds=[Sink, Emitter], config=config
     ) as rt, trio.open_nursery() as nursery:  # fmt: skip
         url = await nursery.start(serve_gateway, rt, gateway or GatewayConfig(port=0, token=_TOKEN))
         try:

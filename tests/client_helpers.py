@@ -25,10 +25,12 @@ from credentials import TEST_TOKEN
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
 import callboard
+from callboard.agent import builtin_kinds
 from callboard.gateway import GatewayConfig, serve_gateway
 
 REPO = Path(__file__).resolve().parent.parent
-KINDS = [Counter, Box]
+# The agent's kinds beside the test kinds, as `callboard serve` composes them.
+KINDS = [Counter, Box, *builtin_kinds()]
 
 
 class Server:

@@ -13,11 +13,11 @@ import sys
 import trio
 
 import callboard
-from callboard.agent import Session
+from callboard.agent import builtin_kinds
 
 
 async def main(data: str, spec: str, prompt: str) -> None:
-    async with callboard.open_runtime(data, kinds=[Session]) as rt:
+    async with callboard.open_runtime(data, kinds=builtin_kinds()) as rt:
         await rt.spawn("session", json.loads(spec), name="s1")
         async with rt.subscribe("session/s1", after=0) as sub:
             await rt.send("session/s1", "prompt", prompt)

@@ -19,9 +19,9 @@ import trio
 from scripted_model import ScriptedModel, text, tool_call
 
 import callboard
-from callboard.agent import Session
+from callboard.agent import builtin_kinds
 
-KINDS = [Session]
+KINDS = list(builtin_kinds())
 
 NAME = "s1"
 

@@ -16,13 +16,13 @@ from datetime import timedelta
 import trio
 
 import callboard
-from callboard.agent import RunSpec, Task, Tasks
+from callboard.agent import RunSpec, Tasks, builtin_kinds
 
 
 async def main(setup_json: str) -> None:
     setup = json.loads(setup_json)
     async with callboard.open_runtime(
-        setup["data"], kinds=[Task], workspace=setup["workspace"]
+        setup["data"], kinds=builtin_kinds({"workspace": setup["workspace"]})
     ) as rt:
         tasks = Tasks(rt)
         spec = RunSpec(

@@ -21,9 +21,15 @@ import trio
 from scripted_model import ScriptedModel
 
 import callboard
-from callboard.agent import RunSpec, Task
+from callboard.agent import RunSpec, Task, builtin_kinds
 
 KINDS = [Task]
+
+
+def kinds_in(workspace: Any) -> tuple[type[callboard.Actor], ...]:
+    """The agent's kinds, with tasks working in ``workspace`` by default."""
+    return builtin_kinds({"workspace": workspace})
+
 
 PROMPT = "write the note"
 

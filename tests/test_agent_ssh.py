@@ -15,7 +15,7 @@ import trio
 from scripted_model import ScriptedModel, text, tool_call
 from session_helpers import ADDRESS, KINDS, NAME, Watch, spec
 from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
-from task_helpers import KINDS as TASK_KINDS
+from task_helpers import kinds_in
 from task_helpers import spec as task_spec
 from test_shell_ssh import Server, sshd  # noqa: F401
 
@@ -76,7 +76,7 @@ async def test_a_task_with_an_ssh_executor_runs_a_background_job_on_the_ssh_host
     settings = {"jobs_dir": str(tmp_path / JOBS_DIR)}
     with ScriptedModel(script) as model, trio.fail_after(30):
         async with callboard.open_runtime(
-            tmp_path / "data", kinds=TASK_KINDS, workspace=workspace, settings=settings
+            tmp_path / "data", kinds=kinds_in(workspace), settings=settings
         ) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(task_spec(model, executor=ssh_executor(sshd)))

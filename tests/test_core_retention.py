@@ -92,7 +92,7 @@ def event_seqs(data: Path, address: str) -> list[int]:
 async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(data):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5), builtin_kinds=False
+            data, kinds=[Diary], config=quiet(event_retention=5)
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -110,7 +110,7 @@ async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(
 async def test_subscribing_after_a_pruned_seq_raises_pruned_naming_the_first_seq_held(data):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5), builtin_kinds=False
+            data, kinds=[Diary], config=quiet(event_retention=5)
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -138,7 +138,7 @@ async def test_subscribing_after_a_pruned_seq_raises_pruned_naming_the_first_seq
 async def test_a_replay_that_retention_overtakes_raises_pruned_rather_than_skip_events(data):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5), builtin_kinds=False
+            data, kinds=[Diary], config=quiet(event_retention=5)
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -160,7 +160,7 @@ async def test_a_stopped_actor_past_its_retention_is_gone_and_a_live_conversatio
     config = quiet(event_retention=2, stopped_retention=30 * DAY)
     with trio.fail_after(20 + 31 * DAY):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock, builtin_kinds=False
+            data, kinds=[Diary], config=config, clock=wall_clock
         ) as rt:
             for address in ("diary/live", "diary/gone"):
                 for n in range(3):
@@ -193,7 +193,7 @@ async def test_dead_letters_expire_after_their_retention(data, mock_clock):
     config = quiet(dead_letter_retention=30 * DAY, stopped_retention=None)
     with trio.fail_after(20 + 32 * DAY):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock, builtin_kinds=False
+            data, kinds=[Diary], config=config, clock=wall_clock
         ) as rt:
             await tell(rt, "diary/closed", "end")
             # Sent to an actor that takes no more messages: to the dead letters.
@@ -220,7 +220,7 @@ async def test_ages_go_by_the_steady_clock_so_a_wall_clock_jump_alone_prunes_not
     config = quiet(event_retention=None, event_max_age=3600.0)
     with trio.fail_after(20 + 2 * 3600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=lambda: wall[0], builtin_kinds=False
+            data, kinds=[Diary], config=config, clock=lambda: wall[0]
         ) as rt:
             await tell(rt, "diary/d", "write", {"n": 0})
             wall[0] += 2 * 3600
@@ -243,7 +243,7 @@ async def test_events_older_than_the_max_age_go_from_the_oldest_up_to_the_first_
     config = quiet(event_retention=None, event_max_age=3600.0)
     with trio.fail_after(20 + 3 * 3600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock, builtin_kinds=False
+            data, kinds=[Diary], config=config, clock=wall_clock
         ) as rt:
             for address in ("diary/a", "diary/b"):
                 await tell(rt, address, "write", {"n": 0})
@@ -257,9 +257,7 @@ async def test_events_older_than_the_max_age_go_from_the_oldest_up_to_the_first_
 
 async def test_one_retention_write_deletes_at_most_its_batch_of_rows(data):
     with trio.fail_after(20):
-        async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(), builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(data, kinds=[Diary], config=quiet()) as rt:
             await tell(rt, "diary/d", "burst", {"n": 300, "size": 10})
             policy = RetentionPolicy(keep_events=10, batch=100)
             steps = [await rt.store.retain(policy, RetentionStep())]
@@ -275,9 +273,7 @@ async def test_one_retention_write_deletes_at_most_its_batch_of_rows(data):
 
 async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row_last(data):
     with trio.fail_after(20):
-        async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(), builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(data, kinds=[Diary], config=quiet()) as rt:
             for n in range(3):
                 await tell(rt, "diary/gone", "write", {"n": n}, key=f"k{n}")
             await tell(rt, "diary/gone", "end")
@@ -301,7 +297,7 @@ async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row
 async def test_a_big_prune_gives_its_pages_back_to_the_file_system(data):
     with trio.fail_after(30):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=10), builtin_kinds=False
+            data, kinds=[Diary], config=quiet(event_retention=10)
         ) as rt:
             for _ in range(4):
                 await tell(rt, "diary/d", "burst", {"n": 500, "size": 1000})
@@ -326,7 +322,7 @@ async def test_the_retention_service_runs_a_pass_every_interval_by_itself(data, 
     )
     with trio.fail_after(20 + 600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock, builtin_kinds=False
+            data, kinds=[Diary], config=config, clock=wall_clock
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})

@@ -219,9 +219,7 @@ async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_
     with trio.fail_after(20):
         rest = list(script)
         while True:
-            async with callboard.open_runtime(
-                data, kinds=[Alarm], clock=clock, builtin_kinds=False
-            ) as rt:
+            async with callboard.open_runtime(data, kinds=[Alarm], clock=clock) as rt:
                 await settle(rt)
                 while rest and not isinstance(rest[0], Restart):
                     await run(rt, rest.pop(0), clock, expected, timers)
@@ -285,9 +283,7 @@ async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_it
     start = clock.now
     ring = None
     with trio.fail_after(30):
-        async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
             async with rt.subscribe("reminder/r") as events:
                 await set_reminder(rt, 3600)
                 # Two hours on, and nobody tells the timer service.
@@ -305,9 +301,7 @@ async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_pa
     ring = None
     # 30 s beyond the jumps of trio's clock (the bound is on trio's clock too).
     with trio.fail_after(30 + 121 * TIMER_RECHECK):
-        async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
             async with rt.subscribe("reminder/r") as events:
                 await set_reminder(rt, 60)
                 clock.now -= 3600
@@ -336,7 +330,7 @@ async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window
     config = callboard.RuntimeConfig(key_window=window)
     with trio.fail_after(30 + pruning_period + window):
         async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, config=config, builtin_kinds=False
+            tmp_path, kinds=[Reminder], clock=clock, config=config
         ) as rt:
             first = await rt.send("reminder/r", "note", key="k")
             clock.now += 2 * window
@@ -365,7 +359,7 @@ async def test_a_key_sent_while_the_wall_clock_was_behind_outlives_the_clock_cat
     config = callboard.RuntimeConfig(key_window=window)
     with trio.fail_after(30 + pruning_period + window):
         async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, config=config, builtin_kinds=False
+            tmp_path, kinds=[Reminder], clock=clock, config=config
         ) as rt:
             await trio.testing.wait_all_tasks_blocked()  # the pruning waits
             clock.now -= 2 * window  # set back by two windows...
@@ -405,9 +399,7 @@ async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp
     clock = JumpingClock()
     start = clock.now
     with trio.fail_after(20):
-        async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
             await set_reminder(rt, 60)
             (timer,) = timer_ids(tmp_path)
             # Timer firings were once sent under the key timer:{id}.
@@ -422,9 +414,7 @@ async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp
 async def test_a_fired_timer_does_not_swallow_a_later_send_keyed_timer_id(tmp_path):
     clock = JumpingClock()
     with trio.fail_after(20):
-        async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, builtin_kinds=False
-        ) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
             await set_reminder(rt, 60)
             (timer,) = timer_ids(tmp_path)
             clock.now += 60

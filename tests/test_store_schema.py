@@ -41,7 +41,7 @@ def mark_version(data: Path, version: str) -> None:
 
 async def test_a_new_data_directory_records_the_schema_version_it_was_made_with(data):
     with trio.fail_after(10):
-        async with callboard.open_runtime(data, builtin_kinds=False):
+        async with callboard.open_runtime(data):
             pass
     assert stored_version(data) == str(SCHEMA_VERSION)
 
@@ -50,13 +50,13 @@ async def test_a_data_directory_of_a_newer_schema_version_is_refused_and_left_as
     newer = str(SCHEMA_VERSION + 1)
     refusals = []
     with trio.fail_after(10):
-        async with callboard.open_runtime(data, builtin_kinds=False):
+        async with callboard.open_runtime(data):
             pass
         mark_version(data, newer)
         # Twice: the first refusal let go of the directory's lock.
         for _ in range(2):
             with pytest.raises(callboard.DataDirectoryIncompatible) as refused:
-                async with callboard.open_runtime(data, builtin_kinds=False):
+                async with callboard.open_runtime(data):
                     pass
             refusals.append(str(refused.value))
     assert (
@@ -73,11 +73,11 @@ async def test_a_data_directory_of_a_newer_schema_version_is_refused_and_left_as
 
 async def test_a_schema_version_that_no_callboard_writes_is_refused(data):
     with trio.fail_after(10):
-        async with callboard.open_runtime(data, builtin_kinds=False):
+        async with callboard.open_runtime(data):
             pass
         mark_version(data, "1.5-beta")
         with pytest.raises(callboard.DataDirectoryIncompatible) as refused:
-            async with callboard.open_runtime(data, builtin_kinds=False):
+            async with callboard.open_runtime(data):
                 pass
     assert str(refused.value) == (
         f"the data directory {str(data)!r} has schema version '1.5-beta', which no callboard "
@@ -152,12 +152,12 @@ async def test_a_version_1_directory_is_migrated_and_its_timers_fire_and_new_one
 
 async def test_a_directory_version_1_left_without_its_version_is_migrated_as_version_1(data):
     with trio.fail_after(10):
-        async with callboard.open_runtime(data, builtin_kinds=False):
+        async with callboard.open_runtime(data):
             pass
         put_back_to_version_1(data)
         with database(data) as conn:
             conn.execute("DELETE FROM meta")
-        async with callboard.open_runtime(data, builtin_kinds=False):
+        async with callboard.open_runtime(data):
             pass
     with database(data) as conn:
         (timers,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'timers'").fetchone()

@@ -51,7 +51,7 @@ def wal_size(data: Path) -> int:
 
 async def test_the_wal_returns_under_its_limit_within_a_few_commits_after_a_reader_lets_go(data):
     with trio.fail_after(120):
-        async with callboard.open_runtime(data, kinds=[Sink], builtin_kinds=False) as rt:
+        async with callboard.open_runtime(data, kinds=[Sink]) as rt:
             await rt.send("sink/0", "note", {})
             async with trio.open_nursery() as nursery:
                 start = functools.partial(

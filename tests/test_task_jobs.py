@@ -13,7 +13,7 @@ import trio
 from scripted_model import ScriptedModel, text, tool_call
 from session_helpers import Watch
 from shell_helpers import JOBS_DIR, marked_processes, no_leaked_job_processes  # noqa: F401
-from task_helpers import KINDS, spec
+from task_helpers import kinds_in, spec
 
 import callboard
 from callboard.agent import Cancelled, Settled, Succeeded, Tasks
@@ -34,7 +34,7 @@ async def test_a_task_whose_command_times_out_answers_after_the_jobs_completion(
     settings = {"jobs_dir": str(tmp_path / JOBS_DIR)}
     with ScriptedModel(script) as model, trio.fail_after(30):
         async with callboard.open_runtime(
-            tmp_path / "data", kinds=KINDS, workspace=workspace, settings=settings
+            tmp_path / "data", kinds=kinds_in(workspace), settings=settings
         ) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
@@ -74,7 +74,7 @@ async def test_cancelling_a_task_stops_its_running_job(tmp_path, workspace):
     settings = {"jobs_dir": str(tmp_path / JOBS_DIR)}
     with ScriptedModel(script) as model, trio.fail_after(30):
         async with callboard.open_runtime(
-            tmp_path / "data", kinds=KINDS, workspace=workspace, settings=settings
+            tmp_path / "data", kinds=kinds_in(workspace), settings=settings
         ) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))

@@ -20,7 +20,7 @@ import trio.testing
 from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import pid_from, slow_command
 from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
-from task_helpers import KINDS, MESSAGE, PROMPT, events_of, first_life, occurrences, spec
+from task_helpers import KINDS, MESSAGE, PROMPT, events_of, first_life, kinds_in, occurrences, spec
 
 import callboard
 from callboard.agent import (
@@ -54,7 +54,7 @@ async def test_a_task_killed_mid_tool_round_is_continued_not_settled_on_the_cut_
     with ScriptedModel(script) as model, trio.fail_after(30):
         async with first_life(data, workspace, model) as life:
             await model.wait_for_requests(2)
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             # Nothing has run yet in this runtime: recovery only scheduled the task.
             assert tasks.terminal(life.handle) is None
@@ -85,7 +85,7 @@ async def test_a_message_cut_off_mid_tool_round_gets_its_reply_from_the_continue
         async with first_life(data, workspace, model, message=MESSAGE) as life:
             released.set()
             await model.wait_for_requests(3)
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             reply = settled(await tasks.wait_message(life.handle, life.message_id, timeout=20))
             record = settled(await tasks.wait(life.handle, timeout=20))
@@ -114,7 +114,7 @@ async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_record
 
     with ScriptedModel(script) as model, trio.fail_after(30):
         async with trio.open_nursery() as outside:
-            async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+            async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
                 tasks = Tasks(rt)
                 handle = await tasks.spawn(spec(model))
                 message_id = await tasks.send(handle, MESSAGE)
@@ -129,7 +129,7 @@ async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_record
         with trio.fail_after(1):  # a closed runtime drives nothing: the wait ends at once
             assert await tasks.wait(handle, timeout=10) == WaitTimedOut(attached=False)
         assert len(model.requests) == 1
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             record = settled(await tasks.wait(handle, timeout=20))
             reply = settled(await tasks.wait_message(handle, message_id, timeout=20))
@@ -149,12 +149,12 @@ async def test_a_deadline_that_passed_while_no_runtime_ran_settles_without_calli
     data, workspace
 ):
     with ScriptedModel([hold()]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             handle = await Tasks(rt).spawn(spec(model, deadline=timedelta(minutes=1)))
             await model.wait_for_requests(1)
         later = time.time() + 120
         async with callboard.open_runtime(
-            data, kinds=KINDS, workspace=workspace, clock=lambda: later
+            data, kinds=kinds_in(workspace), clock=lambda: later
         ) as rt:
             record = settled(await Tasks(rt).wait(handle, timeout=10))
             types = await events_of(rt, handle, "task.settled")
@@ -168,7 +168,7 @@ async def test_a_deadline_that_passes_mid_answer_settles_and_closes_the_model_st
     data, workspace
 ):
     with ScriptedModel([hold(first_delta="Hel")]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model, deadline=0.5))
             record = settled(await tasks.wait(handle, timeout=10))
@@ -181,14 +181,14 @@ async def test_approve_ask_emits_approval_requested_and_waits_durably_across_a_r
     data, workspace
 ):
     with ScriptedModel([write("once"), text("written")]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             async with rt.subscribe("task/*") as sub:
                 handle = await Tasks(rt).spawn(spec(model, approve="ask"))
                 async for event in sub:
                     if event.type == "approval.requested":
                         break
         assert not (workspace / "note.txt").exists()
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             await tasks.approve(handle, event.data["call_id"])
             record = settled(await tasks.wait(handle, timeout=10))
@@ -203,7 +203,7 @@ async def test_approve_ask_emits_approval_requested_and_waits_durably_across_a_r
 
 async def test_approve_never_refuses_the_tool_and_tells_the_model(data, workspace):
     with ScriptedModel([write("once"), text("I may not write")]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model, approve="never"))
             record = settled(await tasks.wait(handle, timeout=10))
@@ -215,7 +215,7 @@ async def test_approve_never_refuses_the_tool_and_tells_the_model(data, workspac
 
 async def test_cancel_settles_cancelled_at_once_and_closes_the_model_stream(data, workspace):
     with ScriptedModel([hold(first_delta="Hel")]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
             await model.wait_for_requests(1)
@@ -235,7 +235,7 @@ async def test_cancel_settles_cancelled_at_once_and_closes_the_model_stream(data
 async def test_cancel_stops_a_running_tool(data, workspace):
     fifo, arguments = slow_command(workspace)
     with ScriptedModel([tool_call("shell_run", arguments)]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
             pid = await pid_from(fifo)
@@ -256,7 +256,7 @@ async def test_each_follow_up_message_gets_an_id_and_a_reply_and_the_last_answer
 
     script = [first, text("one"), text("two")]
     with ScriptedModel(script) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
             first_id = await tasks.send(handle, "first message")
@@ -278,7 +278,7 @@ async def test_each_follow_up_message_gets_an_id_and_a_reply_and_the_last_answer
 
 async def test_a_wait_that_times_out_says_the_live_runtime_is_still_attached(data, workspace):
     with ScriptedModel([hold()]) as model, trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
             await model.wait_for_requests(1)
@@ -294,7 +294,7 @@ async def test_a_task_without_a_model_fails_saying_how_to_configure_one(
     monkeypatch.delenv("CALLBOARD_MODEL_URL", raising=False)
     monkeypatch.delenv("CALLBOARD_MODEL", raising=False)
     with trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(RunSpec(PROMPT))
             record = settled(await tasks.wait(handle, timeout=10))
@@ -316,7 +316,7 @@ async def test_a_spec_is_checked_and_the_workspace_defaults_to_the_runtimes(
                 await Tasks(rt).spawn(RunSpec(PROMPT))
             with pytest.raises(callboard.BadAddress, match="is not a task handle"):
                 Tasks(rt).terminal("session/s1")
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             handle = await Tasks(rt).spawn(RunSpec(PROMPT), name="t1")
             settled(await Tasks(rt).wait(handle, timeout=10))  # no model: it fails at once
             view = await rt.inspect(handle)
@@ -338,7 +338,7 @@ async def test_a_task_spawned_from_json_without_any_workspace_fails_saying_how_t
 
 async def test_stopping_a_task_settles_it_cancelled_and_closes_the_model_stream(data, workspace):
     with ScriptedModel([hold()]) as model, trio.fail_after(10):
-        async with callboard.open_runtime(data, kinds=KINDS, workspace=workspace) as rt:
+        async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             handle = await tasks.spawn(spec(model))
             await model.wait_for_requests(1)
@@ -353,7 +353,7 @@ async def test_stopping_a_task_settles_it_cancelled_and_closes_the_model_stream(
 )
 async def test_rt_tasks_runs_a_built_in_task_from_the_top_level_names(tmp_path, workspace):
     with ScriptedModel([text("done")]) as model, trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path / "data", workspace=workspace) as rt:
+        async with callboard.open_runtime(tmp_path / "data", kinds=kinds_in(workspace)) as rt:
             tasks = rt.tasks
             run = callboard.RunSpec(PROMPT, base_url=model.base_url, model="m", approve="always")
             handle = await tasks.spawn(run)

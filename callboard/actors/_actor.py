@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ._policy import Supervision
 
@@ -47,6 +48,8 @@ class Actor:
         virtual: activated by its first message, no spawn needed.
         state_version: bump on incompatible changes and handle them in `migrate`.
         supervision: restart policy, see `Supervision`.
+        kind_settings: settings this kind brings (see `with_settings`); its
+            actors see them in ``ctx.settings``, over the runtime's.
     """
 
     kind: ClassVar[str]
@@ -55,11 +58,34 @@ class Actor:
     virtual: ClassVar[bool] = False
     state_version: ClassVar[int] = 1
     supervision: ClassVar[Supervision] = Supervision()
+    kind_settings: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         self.address = address
         self.spec = spec
         self.state = state
+
+    @classmethod
+    def with_settings(cls, settings: Mapping[str, Any]) -> type[Self]:
+        """This kind, bound to ``settings``: a subclass of the same name whose
+        actors see them in ``ctx.settings`` (over the runtime's ``settings``).
+
+        How a layer above the runtime hands its kinds their configuration
+        (`callboard.agent.builtin_kinds`) without the runtime knowing it.
+        """
+        bound = MappingProxyType({**cls.kind_settings, **settings})
+        namespace = {"kind_settings": bound, "__module__": cls.__module__,
+                     "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}  # fmt: skip
+        return type(cls.__name__, (cls,), namespace)
+
+    @classmethod
+    def caller(cls, runtime: Any) -> Any:
+        """The caller's side of this kind, an API over ``runtime``, or None.
+
+        How ``rt.tasks`` finds `callboard.Tasks`: the kind registered as
+        ``task`` offers it, so the runtime never imports the agent layer.
+        """
+        return None
 
     @classmethod
     def initial_state(cls, spec: Any) -> Any:

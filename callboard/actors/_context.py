@@ -70,8 +70,8 @@ class Context:
 
     @property
     def settings(self) -> Mapping[str, Any]:
-        """The runtime's settings: ``data_dir``, ``workspace``, ``jobs_dir`` and
-        whatever the host passed to `open_runtime` (e.g. ``model_url``, ``model``)."""
+        """The runtime's settings (``data_dir`` and what the host passed to
+        `open_runtime`), under this kind's own (`Actor.with_settings`)."""
         return self._host.settings
 
     def now(self) -> float:

@@ -15,6 +15,7 @@ General layout, bottom up:
 - ``_task_spec``: what a task is made of: `RunSpec`, `TaskState`, the stored terminal.
 - ``_task``: the `Task` actor kind (``task``): an autonomous run from a
   `RunSpec` to a typed terminal, answering follow-up messages on the way.
+- ``_kinds``: `builtin_kinds`, the kinds this layer offers the runtime.
 - ``_tasks_api``: `Tasks`, the caller's side of tasks (spawn, send, wait,
   cancel) and its outcome types.
 """
@@ -41,6 +42,7 @@ from ._journal import record_approval_asked as record_approval_asked
 from ._journal import record_reply as record_reply
 from ._journal import record_result as record_result
 from ._journal import record_started as record_started
+from ._kinds import builtin_kinds as builtin_kinds
 from ._session import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from ._session import QueuedPrompt as QueuedPrompt
 from ._session import Session as Session
@@ -109,6 +111,7 @@ __all__ = [
     "WaitTimedOut",
     "answer_approval",
     "begin_turn",
+    "builtin_kinds",
     "close_turn",
     "close_turn_records",
     "conversation",

@@ -142,3 +142,12 @@ def check_executor_host(executor: Mapping[str, Any] | None, settings: Mapping[st
             f"the executor's ssh host {host!r} is not allowed: the operator allows hosts "
             f"with --allow-ssh-host HOST (now: {', '.join(map(repr, allowed)) or 'none'})"
         )
+
+
+def jobs_dir(settings: Mapping[str, Any]) -> Path:
+    """Where the job files of this host's agents live: ``jobs_dir``, else
+    ``<data_dir>/jobs``."""
+    configured = settings.get("jobs_dir")
+    if configured:
+        return Path(configured)
+    return Path(settings["data_dir"]) / "jobs"

@@ -9,7 +9,6 @@ committed with the owner's next commit.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -17,6 +16,7 @@ import trio
 from ..actors import Context
 from ..jobs import executor_from
 from ..tools import Confinement, owner_dir
+from ._confinement import jobs_dir
 from ._job_tools import JobRecord, JobTools, describe_status, find_orphans, record_finished
 from ._journal import TurnJournal
 from ._turn import ConversationLog
@@ -37,13 +37,13 @@ def job_tools_for(
     background_on_timeout: bool,
     executor: dict[str, Any] | None = None,
 ) -> JobTools:
-    """The job tools of the owner at ``ctx``, its files under ``ctx.settings["jobs_dir"]``
+    """The job tools of the owner at ``ctx``, its files under the host's `jobs_dir`
     (on the executor's machine), its commands run by ``executor`` (``_executor_spec``),
     confined as the host's settings say (`Confinement`), never as the spec says."""
     return JobTools(
         ctx,
         jobs,
-        Path(ctx.settings["jobs_dir"]),
+        jobs_dir(ctx.settings),
         background_on_timeout=background_on_timeout,
         executor=executor_from(executor, confinement=Confinement.from_settings(ctx.settings)),
         executor_description=executor,

@@ -51,6 +51,7 @@ from ._task_spec import (
     TaskState,
     message_id_for,
 )
+from ._tasks_api import Tasks
 from ._turn import AgentSettings, ConversationLog
 from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
@@ -81,6 +82,11 @@ class Task(TurnRunner):
     spec_type = RunSpec
     state: TaskJobsState
     spec: RunSpec
+
+    @classmethod
+    def caller(cls, runtime: Any) -> Any:
+        """``rt.tasks``: `Tasks` over ``runtime``."""
+        return Tasks(runtime)
 
     @classmethod
     def check_spec(cls, spec: RunSpec, settings: Mapping[str, Any]) -> None:

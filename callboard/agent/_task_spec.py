@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_TASK_SYSTEM_PROMPT",
     "NO_WORKSPACE_HELP",
     "PROMPT_ID",
+    "TASK_KIND",
     "RunSpec",
     "TaskMessage",
     "TaskOutcome",
@@ -41,9 +42,12 @@ PROMPT_ID = "prompt"
 CONVERSATION_LOG = "conversation"
 """The log holding a task's conversation (one OpenAI message per item)."""
 
+TASK_KIND = "task"
+"""The kind of tasks: their addresses are ``task/<id>``."""
+
 NO_WORKSPACE_HELP = (
     "a task needs a workspace: give RunSpec(workspace=...) or open the runtime with "
-    "open_runtime(..., workspace=...)"
+    "the agent's kinds bound to one: kinds=builtin_kinds({'workspace': ...})"
 )
 
 TerminalStatus = Literal["succeeded", "failed", "cancelled", "deadline_exceeded"]

@@ -38,10 +38,10 @@ import trio
 from ..codec import converter, loads
 from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeClosed, UnknownActor
 from ..mailbox import Address, parse_address
-from ._task import Task
 from ._task_spec import (
     CONVERSATION_LOG,
     NO_WORKSPACE_HELP,
+    TASK_KIND,
     RunSpec,
     TaskOutcome,
     TaskState,
@@ -126,7 +126,8 @@ WaitOutcome = Settled | WaitTimedOut
 
 
 class Tasks:
-    """Tasks on one runtime: ``Tasks(rt)`` (``rt.tasks``).
+    """Tasks on one runtime: ``Tasks(rt)``, on a runtime whose kinds include the
+    agent's (`builtin_kinds`).
 
     Handles are task addresses (``task/<id>``); any ``str`` of one works.
     """
@@ -137,13 +138,15 @@ class Tasks:
     async def spawn(self, spec: RunSpec, *, name: str | None = None) -> Address:
         """Create a task and start it; returns its handle once the spawn is durable.
 
-        Without ``spec.workspace``, the task works in the runtime's ``workspace``.
+        Without ``spec.workspace``, the task works in the ``workspace`` of the
+        task kind's settings (`builtin_kinds`).
         """
         if spec.workspace is None:
-            if self._rt.workspace is None:
+            workspace = self._rt.settings_for(TASK_KIND).get("workspace")
+            if workspace is None:
                 raise BadRequest(NO_WORKSPACE_HELP)
-            spec = attrs.evolve(spec, workspace=str(self._rt.workspace))
-        return await self._rt.spawn(Task.kind, spec, name=name)
+            spec = attrs.evolve(spec, workspace=str(workspace))
+        return await self._rt.spawn(TASK_KIND, spec, name=name)
 
     async def send(self, handle: str, text: str, *, key: str | None = None) -> str:
         """Send a follow-up message; returns its id once it is durable.
@@ -340,6 +343,6 @@ def _terminal(outcome: TaskOutcome | None) -> Terminal | None:
 
 def _address(handle: str) -> str:
     kind, _ = parse_address(str(handle))
-    if kind != Task.kind:
+    if kind != TASK_KIND:
         raise BadAddress(f"{handle!r} is not a task handle: a task's is 'task/<id>'")
     return str(handle)

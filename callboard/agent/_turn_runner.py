@@ -23,7 +23,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
-from ._confinement import model_key
+from ._confinement import jobs_dir, model_key
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
@@ -180,7 +180,7 @@ def agent_settings(
         model=spec.model or host.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
         system_prompt=spec.system_prompt,
         policy=policy,
-        jobs_root=Path(host["jobs_dir"]),
+        jobs_root=jobs_dir(host),
     )
 
 

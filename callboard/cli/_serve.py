@@ -26,6 +26,7 @@ from typing import Any
 import trio
 
 from .. import Actor, CallboardError, open_runtime
+from ..agent import builtin_kinds
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..tools import Sandbox, probe_sandbox
 from ._metrics import serve_metrics
@@ -233,8 +234,12 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         await main.start(_watch_signals, stopping)
         settings = _host_settings(args, data)
         settings["sandbox"] = await _sandbox(args)
-        workspace = args.workspace or os.getcwd()
-        async with open_runtime(data, kinds=kinds, workspace=workspace, settings=settings) as rt:
+        # The agent's kinds, bound to the operator's settings, and the user's
+        # (--kind) beside them: a user's kind of the same name wins.
+        claimed = {cls.kind for cls in kinds}
+        agent = builtin_kinds({**settings, "workspace": args.workspace or os.getcwd()})
+        every = [*(cls for cls in agent if cls.kind not in claimed), *kinds]
+        async with open_runtime(data, kinds=every, settings=settings) as rt:
             with stopping:
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:

@@ -5,7 +5,6 @@ from ._hub import Hub as Hub
 from ._hub import Subscription as Subscription
 from ._retention import Retention as Retention
 from ._retention import RetentionStatistics as RetentionStatistics
-from ._runtime import BUILTIN_KINDS as BUILTIN_KINDS
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import ActorView as ActorView
 from ._runtime import Runtime as Runtime
@@ -13,7 +12,6 @@ from ._runtime import RuntimeStatistics as RuntimeStatistics
 from ._runtime import open_runtime as open_runtime
 
 __all__ = [
-    "BUILTIN_KINDS",
     "ActorInfo",
     "ActorView",
     "Hub",

@@ -24,7 +24,6 @@ import orjson
 import trio
 
 from ..actors import Actor
-from ..agent import Session, Task, Tasks
 from ..codec import converter, loads, structure_error
 from ..errors import (
     BadRequest,
@@ -33,7 +32,6 @@ from ..errors import (
     UnknownActor,
     UnknownKind,
 )
-from ..jobs import Job
 from ..mailbox import (
     KIND_PATTERN,
     Ack,
@@ -54,7 +52,6 @@ from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
 
 __all__ = [
-    "BUILTIN_KINDS",
     "TIMER_RECHECK",
     "ActorInfo",
     "ActorView",
@@ -75,8 +72,6 @@ Timers are due by the wall clock, but the service waits on trio's clock,
 which does not jump: after the wall clock jumps forward (NTP, a suspended
 machine, a test's clock), a timer fires within about this long of the wall
 clock passing its due time, not after the whole wait it computed before."""
-
-BUILTIN_KINDS: tuple[type[Actor], ...] = (Session, Task, Job)
 
 
 @attrs.frozen
@@ -146,12 +141,10 @@ class Runtime:
         *,
         config: RuntimeConfig,
         clock: Callable[[], float],
-        workspace: Path | None,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.config = config
-        self.workspace = workspace
         self.hub = Hub(
             store,
             buffer=config.subscriber_buffer,
@@ -178,14 +171,11 @@ class Runtime:
         )
         """Retention passes: one runs every ``retention_interval``, `run_pass` runs one now."""
         self.settings: Mapping[str, Any] = MappingProxyType(
-            {
-                "data_dir": str(store.directory),
-                "workspace": str(workspace) if workspace is not None else None,
-                "jobs_dir": str(store.directory / "jobs"),
-                **(settings or {}),
-            }
+            {"data_dir": str(store.directory), **(settings or {})}
         )
+        """What every actor sees in ``ctx.settings``, under its kind's own."""
         self._kinds: dict[str, type[Actor]] = {}
+        self._kind_settings: dict[str, Mapping[str, Any]] = {}
         for cls in kinds:
             self.register(cls)
         self._cells: dict[str, ActorCell] = {}
@@ -196,8 +186,8 @@ class Runtime:
         self._closed = False
         self.closing = trio.Event()
         """Set when the runtime starts to close, before any actor is cancelled."""
-        self._tasks: Tasks | None = None
         self._counts: Counter[str] = Counter()
+        self._tasks: Any = None
 
     # -- kinds -----------------------------------------------------------------
 
@@ -210,13 +200,15 @@ class Runtime:
         if kind in self._kinds and self._kinds[kind] is not cls:
             raise BadRequest(f"two actor classes claim kind {kind!r}")
         self._kinds[kind] = cls
+        own = cls.kind_settings
+        self._kind_settings[kind] = (
+            MappingProxyType({**self.settings, **own}) if own else self.settings
+        )
 
-    def _with_builtins(self, kinds: Sequence[type[Actor]]) -> None:
-        # A user's kind of the same name replaces the built-in one.
-        claimed = {getattr(cls, "kind", None) for cls in kinds}
-        for cls in BUILTIN_KINDS:
-            if cls.kind not in claimed:
-                self.register(cls)
+    def settings_for(self, kind: str) -> Mapping[str, Any]:
+        """The ``ctx.settings`` of actors of ``kind``: the runtime's, under the kind's own."""
+        self.check_kind(kind)
+        return self._kind_settings[kind]
 
     @property
     def kinds(self) -> dict[str, type[Actor]]:
@@ -251,10 +243,18 @@ class Runtime:
     # -- the embedding API -------------------------------------------------------
 
     @property
-    def tasks(self) -> Tasks:
-        """Autonomous tasks on this runtime: spawn, send, wait, cancel (see `Tasks`)."""
+    def tasks(self) -> Any:
+        """Autonomous tasks on this runtime (`callboard.Tasks`): spawn, send, wait,
+        cancel. Offered by the kind registered as ``task`` (`Actor.caller`), e.g.
+        the agent's, from `callboard.agent.builtin_kinds`."""
         if self._tasks is None:
-            self._tasks = Tasks(self)
+            cls = self._kinds.get("task")
+            self._tasks = cls.caller(self) if cls is not None else None
+            if self._tasks is None:
+                raise UnknownKind(
+                    "rt.tasks needs a 'task' kind that offers it: open the runtime with "
+                    "kinds=callboard.agent.builtin_kinds(...)"
+                )
         return self._tasks
 
     def is_active(self, address: str) -> bool:
@@ -316,7 +316,7 @@ class Runtime:
             if spec is not None and not isinstance(spec, dict):
                 raise BadRequest(f"the spec for {address!r} must be a JSON object, got {spec!r}")
             encode_body(spec, what=f"the spec for {address!r}")
-            cls.check_spec(spec, self.settings)
+            cls.check_spec(spec, self._kind_settings[cls.kind])
             return spec
         try:
             typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
@@ -327,7 +327,7 @@ class Runtime:
                 f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
                 f"{structure_error(exc)}"
             ) from None
-        cls.check_spec(typed, self.settings)
+        cls.check_spec(typed, self._kind_settings[cls.kind])
         return converter.unstructure(typed)
 
     async def stop(self, address: str) -> str:
@@ -713,11 +713,9 @@ async def open_runtime(
     data: str | Path,
     *,
     kinds: Sequence[type[Actor]] = (),
-    workspace: str | Path | None = None,
     config: RuntimeConfig | None = None,
     clock: Callable[[], float] = time.time,
     settings: Mapping[str, Any] | None = None,
-    builtin_kinds: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Open the data directory, recover what a previous process left, run until exit.
 
@@ -725,10 +723,9 @@ async def open_runtime(
     On exit every actor is cancelled where it stands; nothing durable depends
     on that: the next runtime on ``data`` resumes from the last commits.
     ``clock`` is the wall clock for timers (tests pass one driven by trio's).
-    The built-in kinds (``session``, ``task``, ``job``) are registered unless
-    ``builtin_kinds`` is false; a kind of the same name in ``kinds`` wins.
-    ``settings`` reach every actor as ``ctx.settings`` (e.g. ``model_url``,
-    ``model``), beside ``data_dir``, ``workspace`` and ``jobs_dir``.
+    Only the classes in ``kinds`` are registered: the agent's kinds come from
+    `callboard.agent.builtin_kinds`. ``settings`` reach every actor as
+    ``ctx.settings``, beside ``data_dir`` and under its kind's own.
     """
     config = config or RuntimeConfig()
     async with open_sqlite_store(data, clock=clock, queue_size=config.write_queue) as store:
@@ -737,12 +734,8 @@ async def open_runtime(
             kinds,
             config=config,
             clock=clock,
-            # Once, at start-up, before any actor runs.
-            workspace=Path(workspace).resolve() if workspace is not None else None,  # noqa: ASYNC240
             settings=settings,
         )
-        if builtin_kinds:
-            rt._with_builtins(kinds)
         store.on_recovered = rt._store_recovered
         store.key_clock = rt._key_clock
         async with trio.open_nursery() as services:

@@ -34,8 +34,8 @@ class CellServices(Protocol):
     batch_max: int
     passivate_after: float
     passivation_slots: trio.Semaphore
-    settings: Mapping[str, Any]
 
+    def settings_for(self, kind: str) -> Mapping[str, Any]: ...
     def wall_time(self) -> float: ...
     def create_kind(self, kind: str) -> str | None: ...
     def publish(self, event: Event) -> None: ...
@@ -168,7 +168,7 @@ class ActorCell:
 
     @property
     def settings(self) -> Mapping[str, Any]:
-        return self._svc.settings
+        return self._svc.settings_for(self.kind.kind)
 
     def publish_ephemeral(self, type: str, data: Any) -> None:
         self._svc.publish(Event(self.address, None, type, data, self.wall_time()))

@@ -63,7 +63,7 @@ KINDS = [Alarm, core_kinds.Counter]
 
 async def main(data: str) -> None:
     _say(pid=os.getpid())
-    async with callboard.open_runtime(data, kinds=KINDS, builtin_kinds=False) as rt:
+    async with callboard.open_runtime(data, kinds=KINDS) as rt:
         commands = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
         pending = b""
         async for chunk in commands:

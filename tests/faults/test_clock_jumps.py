@@ -158,7 +158,7 @@ async def test_a_wall_clock_jump_fires_no_timer_early_or_twice_loses_none_and_fo
         for trial in range(trials):
             data = tmp_path / f"data-{trial}"
             timers, keys = await _trial(data, tmp_path / "offset.rc", rng)
-            async with callboard.open_runtime(data, kinds=KINDS, builtin_kinds=False) as rt:
+            async with callboard.open_runtime(data, kinds=KINDS) as rt:
                 counter = (await rt.inspect("counter/c")).state["seen"]
                 alarm = (await rt.inspect("alarm/a")).state["rang"]
             assert sorted(counter) == sorted(keys)  # each key applied once

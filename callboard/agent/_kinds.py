@@ -1,0 +1,39 @@
+"""The agent's kinds, offered to the runtime: `builtin_kinds`.
+
+The runtime registers only the kinds it is given; this is where the agent
+layer hands over its own (``session``, ``task``, and the ``job`` kind their
+shell tools start), bound to the settings they read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..actors import Actor
+from ..jobs import Job
+from ._session import Session
+from ._task import Task
+
+__all__ = ["builtin_kinds"]
+
+
+def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor], ...]:
+    """``session``, ``task`` and ``job``, each bound to ``settings`` (its actors
+    see them in ``ctx.settings``). Pass the result as `open_runtime`'s ``kinds``
+    (with your own kinds, if any).
+
+    The settings read, each optional: ``workspace`` (where a task without one
+    works; made absolute here), ``model_url`` and ``model`` (the model new
+    sessions and tasks use), ``jobs_dir`` (default ``<data_dir>/jobs``), and
+    the confinement the operator allows: ``workspace_roots``,
+    ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
+    ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).
+    """
+    bound = dict(settings or {})
+    if bound.get("workspace") is not None:
+        # Once, at start-up, before any actor runs.
+        bound["workspace"] = str(Path(os.fspath(bound["workspace"])).resolve())
+    return tuple(cls.with_settings(bound) for cls in (Session, Task, Job))
