@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import callboard
 from callboard._retry import Backoff, RestartWindow
 
 # -- Backoff ------------------------------------------------------------------------
@@ -85,6 +86,14 @@ def test_the_older_names_first_cap_and_factor_still_work():
         Backoff(initial=0.1, first=0.2)
 
 
+def test_supervision_delays_are_the_backoff_rule():
+    policy = callboard.Supervision(backoff_initial=0.1, backoff_max=1.0, backoff_jitter=0.2)
+    assert policy.backoff_rule == Backoff(initial=0.1, max=1.0, jitter=0.2)
+    assert policy.backoff(4, random.Random(5)) == Backoff(0.1, 1.0, jitter=0.2).delay(
+        4, random.Random(5)
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "error", "message"),
     [
@@ -113,6 +122,13 @@ def test_the_fields_are_checked_again_when_a_copy_is_made():
 def test_attempts_count_from_one(attempt):
     with pytest.raises(ValueError, match="attempt must be an int >= 1"):
         Backoff().delay(attempt)
+
+
+def test_supervision_refuses_backoff_fields_the_rule_cannot_take():
+    with pytest.raises(ValueError, match=r"Supervision\.backoff_jitter"):
+        callboard.Supervision(backoff_jitter=1.5)
+    with pytest.raises(ValueError, match=r"Supervision\.backoff_max"):
+        callboard.Supervision(backoff_max=math.inf)
 
 
 # -- RestartWindow -------------------------------------------------------------------
