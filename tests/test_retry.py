@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 import callboard
 from callboard._retry import Backoff, RestartWindow
+from callboard.client import Backoff as ClientBackoff
+from callboard.supervisor import Backoff as SupervisorBackoff
 
 # -- Backoff ------------------------------------------------------------------------
 
@@ -86,7 +88,8 @@ def test_the_older_names_first_cap_and_factor_still_work():
         Backoff(initial=0.1, first=0.2)
 
 
-def test_supervision_delays_are_the_backoff_rule():
+def test_one_type_serves_the_client_the_supervisor_and_actors():
+    assert ClientBackoff is Backoff and SupervisorBackoff is Backoff
     policy = callboard.Supervision(backoff_initial=0.1, backoff_max=1.0, backoff_jitter=0.2)
     assert policy.backoff_rule == Backoff(initial=0.1, max=1.0, jitter=0.2)
     assert policy.backoff(4, random.Random(5)) == Backoff(0.1, 1.0, jitter=0.2).delay(
