@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 import callboard
-from callboard.supervisor import ChildSpec, supervise
+from callboard.supervisor import Backoff, ChildSpec, supervise
 
 
 class Worker:
@@ -140,3 +140,32 @@ async def test_restart_types_decide_whether_a_child_comes_back(autojump_clock):
     assert sorted(starts) == sorted(
         ["start perm", "start trans", "start temp", "start perm", "start trans"]
     )
+
+
+@pytest.mark.parametrize(
+    ("backoff", "starts"),
+    [
+        (Backoff(initial=1.0, max=3.0, jitter=0.0), [0.0, 1.0, 3.0, 6.0]),
+        (lambda n: 0.5 * n, [0.0, 0.5, 1.5, 3.0]),
+    ],
+)
+async def test_a_backoff_spaces_the_restarts_out(autojump_clock, backoff, starts):
+    begin = trio.current_time()
+    seen: list[float] = []
+
+    async def crash_three_times() -> None:
+        seen.append(trio.current_time() - begin)
+        if len(seen) <= 3:
+            raise RuntimeError("not yet")
+        await trio.sleep_forever()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: supervise(
+                    [ChildSpec("a", crash_three_times)], intensity=10, period=100, backoff=backoff
+                )
+            )
+            await trio.sleep(30)
+            nursery.cancel_scope.cancel()
+    assert seen == pytest.approx(starts)

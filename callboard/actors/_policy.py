@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Literal
 
 import attrs
+
+from .._retry import Backoff
 
 __all__ = ["OnIntensity", "Restart", "Supervision"]
 
@@ -16,6 +19,18 @@ OnIntensity = Literal["dead_letter", "stop", "escalate"]
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value <= 0:
         raise ValueError(f"Supervision.{attribute.name} must be positive, got {value!r}")
+
+
+def _finite_positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not 0 < value < math.inf:
+        raise ValueError(
+            f"Supervision.{attribute.name} must be a positive finite number, got {value!r}"
+        )
+
+
+def _fraction(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"Supervision.{attribute.name} must be in [0, 1], got {value!r}")
 
 
 @attrs.frozen
@@ -31,9 +46,10 @@ class Supervision:
             seconds means the failure is not transient; then ``on_intensity``
             decides: dead-letter the message being handled and go on, stop the
             actor as failed, or escalate to the parent supervisor.
-        backoff_initial, backoff_max, backoff_jitter: restart delays grow
-            exponentially from ``backoff_initial``, capped at ``backoff_max``,
-            each spread by up to ``backoff_jitter`` (a fraction) either way.
+        backoff_initial, backoff_max, backoff_jitter: restart delays follow
+            the one `Backoff` rule: the ceiling doubles from ``backoff_initial``
+            up to ``backoff_max``, and each delay is drawn from
+            ``[(1 - backoff_jitter) * ceiling, ceiling]``.
     """
 
     restart: Restart = "permanent"
@@ -41,12 +57,15 @@ class Supervision:
     intensity: int = attrs.field(default=10, validator=_positive)
     period: float = attrs.field(default=60.0, validator=_positive)
     on_intensity: OnIntensity = "dead_letter"
-    backoff_initial: float = attrs.field(default=0.05, validator=_positive)
-    backoff_max: float = attrs.field(default=5.0, validator=_positive)
-    backoff_jitter: float = 0.2
+    backoff_initial: float = attrs.field(default=0.05, validator=_finite_positive)
+    backoff_max: float = attrs.field(default=5.0, validator=_finite_positive)
+    backoff_jitter: float = attrs.field(default=0.2, validator=_fraction)
+
+    @property
+    def backoff_rule(self) -> Backoff:
+        """``backoff_initial``, ``backoff_max`` and ``backoff_jitter`` as a `Backoff`."""
+        return Backoff(self.backoff_initial, self.backoff_max, jitter=self.backoff_jitter)
 
     def backoff(self, restarts: int, rng: random.Random | None = None) -> float:
         """The delay before restart number ``restarts`` (1 for the first)."""
-        base = min(self.backoff_max, self.backoff_initial * 2 ** max(0, restarts - 1))
-        spread = (rng or random).uniform(-self.backoff_jitter, self.backoff_jitter)
-        return float(max(0.0, min(self.backoff_max, base * (1 + spread))))
+        return self.backoff_rule.delay(max(1, restarts), rng)

@@ -8,8 +8,8 @@ gateway's ops as methods that return the embedding API's own types
 reconnection with no gap and no duplicate.
 """
 
+from .._retry import Backoff as Backoff
 from ._client import DEFAULT_URL as DEFAULT_URL
-from ._client import Backoff as Backoff
 from ._client import Client as Client
 from ._client import Spawned as Spawned
 from ._client import connect as connect

@@ -19,16 +19,15 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-import attrs
 import trio
 
 from .. import __version__
+from .._retry import Backoff
 from ..errors import CallboardError
 from ..mailbox import Ack, Address
 from ..runtime import ActorInfo, ActorView
@@ -40,7 +39,7 @@ from ._stream import EventStream
 from ._tasks import RemoteTasks
 from ._wire import field, info_from_frame, view_from_frame
 
-__all__ = ["DEFAULT_URL", "Backoff", "Client", "Spawned", "connect"]
+__all__ = ["DEFAULT_URL", "Client", "Spawned", "connect"]
 
 log = logging.getLogger("callboard.client")
 
@@ -50,25 +49,11 @@ _RETRIED = frozenset({"ping", "list", "inspect", "stop", "subscribe"})
 # closing at once (a server accepting and dropping) backs off like a refusal.
 _STABLE = 1.0
 
-
-@attrs.frozen
-class Backoff:
-    """How long to wait between reconnection attempts: exponential, capped, jittered.
-
-    The n-th wait is drawn from ``[d/2, d]`` with ``d = min(cap, first * factor**n)``:
-    the jitter keeps the clients of a restarted server from all returning in
-    the same instant. ``give_up_after`` (seconds since the connection was
-    lost) ends the attempts; None tries for as long as the client is open.
-    """
-
-    first: float = 0.05
-    cap: float = 5.0
-    factor: float = 2.0
-    give_up_after: float | None = None
-
-    def delay(self, attempt: int) -> float:
-        ceiling = min(self.cap, self.first * self.factor ** min(attempt, 64))
-        return random.uniform(ceiling / 2, ceiling)
+# How long to wait between reconnection attempts is a `Backoff` (the default
+# one draws each wait from [d/2, d], d doubling from 0.05 s up to 5 s): the
+# jitter keeps the clients of a restarted server from all returning in the
+# same instant. Its ``give_up_after`` (seconds since the connection was lost)
+# ends the attempts; None tries for as long as the client is open.
 
 
 class Spawned(NamedTuple):
@@ -304,7 +289,7 @@ class Client:
                     )
                 )
                 return
-            with trio.move_on_after(self._reconnect.delay(attempt)):
+            with trio.move_on_after(self._reconnect.delay(attempt + 1)):
                 await self._closing.wait()
             attempt += 1
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import random
 import ssl
@@ -43,6 +44,7 @@ import attrs
 import httpx
 import trio
 
+from callboard._retry import Backoff
 from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply, ChunkAccumulator
@@ -55,6 +57,7 @@ _log = logging.getLogger("callboard.llm")
 
 _ERROR_BODY_LIMIT = 16 * 1024  # bytes of an error response we read
 _AFTER_DONE_GRACE = 5.0  # seconds we wait for the body to end after [DONE]
+_finite_seconds = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.lt(math.inf))
 
 
 @attrs.frozen
@@ -81,13 +84,14 @@ class ChatClient:
     ``key_from_env=False`` sends ``api_key`` or nothing: the agent decides
     which URL may see which key (``callboard.agent``), not the environment.
 
-    ``max_attempts`` counts the first try. Backoff before attempt n+1 is
-    ``min(backoff_max, backoff_initial * 2**(n-1))`` scaled by a random factor
-    in [0.5, 1) (jitter, so many actors retrying do not hit the server in
-    step); a ``Retry-After`` (or ``retry-after-ms``) replaces it, capped at
-    ``retry_after_max``. ``connect_timeout`` bounds opening a connection;
-    ``idle_timeout`` bounds any silence: before the response, and between two
-    pieces of the body (servers that send ``:`` keep-alive comments stay alive).
+    ``max_attempts`` counts the first try. Backoff before attempt n+1 is the
+    `Backoff` rule with half jitter: ``min(backoff_max, backoff_initial *
+    2**(n-1))`` scaled by a random factor in [0.5, 1] (jitter, so many actors
+    retrying do not hit the server in step); a ``Retry-After`` (or
+    ``retry-after-ms``) replaces it, capped at ``retry_after_max``.
+    ``connect_timeout`` bounds opening a connection; ``idle_timeout`` bounds
+    any silence: before the response, and between two pieces of the body
+    (servers that send ``:`` keep-alive comments stay alive).
     ``transport`` replaces httpx's network transport (for completeness; the
     tests use a real loopback server). ``rng`` makes the jitter reproducible.
     """
@@ -95,8 +99,8 @@ class ChatClient:
     api_key: str | None = attrs.field(default=None, repr=False)
     key_from_env: bool = True
     max_attempts: int = attrs.field(default=5, validator=attrs.validators.ge(1))
-    backoff_initial: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
-    backoff_max: float = attrs.field(default=8.0, validator=attrs.validators.ge(0))
+    backoff_initial: float = attrs.field(default=0.5, validator=_finite_seconds)
+    backoff_max: float = attrs.field(default=8.0, validator=_finite_seconds)
     retry_after_max: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
     connect_timeout: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
     idle_timeout: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
@@ -227,8 +231,8 @@ class ChatClient:
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, self.retry_after_max)
-        base = min(self.backoff_max, self.backoff_initial * 2.0 ** min(attempt - 1, 60))
-        return base * (0.5 + 0.5 * self.rng.random())
+        backoff = Backoff(self.backoff_initial, self.backoff_max, jitter=0.5)
+        return backoff.delay(attempt, self.rng)
 
     async def _attempt(
         self, call: Call, on_delta: Callable[[str], object] | None

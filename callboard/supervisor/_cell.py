@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import trio
 
+from .._retry import RestartWindow
 from ..actors import Actor, Context, Effects
 from ..codec import converter, dumps, loads, structure_error
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
@@ -90,7 +91,7 @@ class ActorCell:
         self._last_error: bytes | None = None
         self._current: Message | None = None
         self._pending_dead_letter: tuple[int, bytes] | None = None
-        self._restart_times: deque[float] = deque()
+        self._restart_window = RestartWindow(kind.supervision.intensity, kind.supervision.period)
         self.commit_failure: str | None = None
         """Why its last commit failed (the store refused it), until a step commits."""
 
@@ -465,14 +466,11 @@ class ActorCell:
         self.effects = Effects()  # what the failed attempt did is not committed
         self._actor = None
         error_json = dumps({**reason.to_json(), "seq": failed_seq})
-        now = trio.current_time()
-        self._restart_times.append(now)
-        while self._restart_times and self._restart_times[0] < now - policy.period:
-            self._restart_times.popleft()
+        exceeded = self._restart_window.record(trio.current_time())
         if isinstance(exc, StateError) or policy.restart == "temporary":
             await self._fail(reason, error_json)
             return False
-        if len(self._restart_times) > policy.intensity:
+        if exceeded:
             if policy.on_intensity == "escalate":
                 await self._fail(reason, error_json)
                 raise Escalation(
@@ -485,7 +483,7 @@ class ActorCell:
                     (m for m in self._svc.store.pending(self.address, self._cursor, 1)), None
                 )
                 if message is not None:
-                    self._restart_times.clear()
+                    self._restart_window.reset()
                     self._dead_letter(Message.from_record(message), reason)
                     await self._commit_lifecycle(cursor=failed_seq, last_error=error_json)
                     return True

@@ -1,6 +1,9 @@
-"""Supervised groups of trio tasks, in OTP's terms.
+"""Supervised groups of your own trio tasks, in OTP's terms.
 
-`supervise` runs children (async callables) and restarts them by strategy:
+Actors need none of this: the runtime supervises every actor ``one_for_one``
+by its kind's `Supervision`. `supervise` is for the plain trio tasks an
+application runs beside them. It runs children (async callables) and
+restarts them by strategy:
 
 - ``one_for_one``: only the child that ended is restarted;
 - ``one_for_all``: every other child is stopped (right to left) and all are
@@ -12,19 +15,20 @@ Restart types say when: ``permanent`` always, ``transient`` only after a
 crash, ``temporary`` never. More than ``intensity`` restarts within
 ``period`` seconds means the failure is not transient: every child is
 stopped and `Escalation` is raised to the parent (a supervisor is itself a
-valid child, so trees nest). Time is trio's clock, so tests run under
-``autojump_clock`` without sleeping.
+valid child, so trees nest). ``backoff=Backoff(...)`` spaces restarts out by
+the same capped, jittered rule as an actor's restarts. Time is trio's clock,
+so tests run under ``autojump_clock`` without sleeping.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import attrs
 import trio
 
+from .._retry import Backoff, RestartWindow
 from ..actors import Restart
 from ..errors import CrashReason, Escalation
 
@@ -62,20 +66,17 @@ class _Group:
         self,
         children: Sequence[ChildSpec],
         strategy: Strategy,
-        intensity: int,
-        period: float,
-        backoff: Callable[[int], float] | None,
+        window: RestartWindow,
+        backoff: Backoff | Callable[[int], float] | None,
     ) -> None:
         ids = [c.id for c in children]
         if len(set(ids)) != len(ids):
             raise ValueError(f"child ids must be unique, got {ids}")
         self.order = list(children)
         self.strategy = strategy
-        self.intensity = intensity
-        self.period = period
+        self.window = window
         self.backoff = backoff
         self.running: dict[str, _Running] = {}
-        self.restarts: deque[float] = deque()
         self.restart_count = 0
         self.generation = 0
         self.send, self.receive = trio.open_memory_channel[tuple[str, int, BaseException | None]](
@@ -118,7 +119,7 @@ async def supervise(
     strategy: Strategy = "one_for_one",
     intensity: int = 1,
     period: float = 5.0,
-    backoff: Callable[[int], float] | None = None,
+    backoff: Backoff | Callable[[int], float] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run ``children`` under ``strategy`` until none is left to run.
@@ -126,9 +127,10 @@ async def supervise(
     Returns when every child has ended for good (temporary ones, transient
     ones that returned); raises `Escalation` when restarts exceed
     ``intensity`` within ``period`` seconds (OTP's defaults: 1 in 5).
-    ``backoff(n)`` gives a delay before restart number ``n``.
+    ``backoff`` spaces restart number ``n`` out: a `Backoff` by its rule, or
+    any callable ``backoff(n)`` returning the delay in seconds.
     """
-    group = _Group(children, strategy, intensity, period, backoff)
+    group = _Group(children, strategy, RestartWindow(intensity, period), backoff)
     async with trio.open_nursery() as nursery:
         for spec in group.order:
             await group.start(nursery, spec)
@@ -145,11 +147,7 @@ async def supervise(
             )
             if not wanted:
                 continue
-            now = trio.current_time()
-            group.restarts.append(now)
-            while group.restarts and group.restarts[0] < now - period:
-                group.restarts.popleft()
-            if len(group.restarts) > intensity:
+            if group.window.record(trio.current_time()):
                 await group.stop([c.id for c in group.order])
                 reason = CrashReason.from_exception(outcome) if outcome is not None else None
                 what = reason.summary() if reason else "it kept exiting"
@@ -159,7 +157,9 @@ async def supervise(
                     reason,
                 ) from outcome
             group.restart_count += 1
-            if backoff is not None:
+            if isinstance(backoff, Backoff):
+                await trio.sleep(backoff.delay(group.restart_count))
+            elif backoff is not None:
                 await trio.sleep(backoff(group.restart_count))
             index = next(i for i, c in enumerate(group.order) if c.id == child_id)
             if strategy == "one_for_one":
