@@ -44,8 +44,6 @@ from .mailbox import Address as Address
 from .mailbox import DeadLetter as DeadLetter
 from .mailbox import Event as Event
 from .mailbox import Message as Message
-from .runtime import ActorInfo as ActorInfo
-from .runtime import ActorView as ActorView
 from .runtime import Runtime as Runtime
 from .runtime import RuntimeConfig as RuntimeConfig
 from .runtime import RuntimeStatistics as RuntimeStatistics
@@ -53,6 +51,8 @@ from .runtime import Subscription as Subscription
 from .runtime import open_runtime as open_runtime
 from .supervisor import ChildSpec as ChildSpec
 from .supervisor import supervise as supervise
+from .views import ActorInfo as ActorInfo
+from .views import ActorView as ActorView
 
 __version__ = "0.1.0"
 

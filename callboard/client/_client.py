@@ -30,7 +30,7 @@ from .. import __version__
 from .._retry import Backoff
 from ..errors import CallboardError
 from ..mailbox import Ack, Address
-from ..runtime import ActorInfo, ActorView
+from ..views import ActorInfo, ActorView
 from ._connection import Connection, Lost, OnReply
 from ._credentials import find_token
 from ._errors import ConnectionFailed, ConnectionLost

@@ -51,7 +51,7 @@ from ..agent._task_spec import message_id_for
 from ..codec import converter
 from ..errors import ActorStopped, BadAddress, BadMessage
 from ..mailbox import Address, Event, parse_address
-from ..runtime import ActorView
+from ..views import ActorView
 
 if TYPE_CHECKING:
     from ._client import Client

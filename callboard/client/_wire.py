@@ -15,7 +15,7 @@ import orjson
 
 from ..errors import BadMessage
 from ..mailbox import Event
-from ..runtime import ActorInfo, ActorView
+from ..views import ActorInfo, ActorView
 from ._errors import ProtocolError
 
 __all__ = [

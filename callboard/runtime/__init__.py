@@ -5,15 +5,11 @@ from ._hub import Hub as Hub
 from ._hub import Subscription as Subscription
 from ._retention import Retention as Retention
 from ._retention import RetentionStatistics as RetentionStatistics
-from ._runtime import ActorInfo as ActorInfo
-from ._runtime import ActorView as ActorView
 from ._runtime import Runtime as Runtime
 from ._runtime import RuntimeStatistics as RuntimeStatistics
 from ._runtime import open_runtime as open_runtime
 
 __all__ = [
-    "ActorInfo",
-    "ActorView",
     "Hub",
     "Retention",
     "RetentionStatistics",

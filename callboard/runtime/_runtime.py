@@ -47,6 +47,7 @@ from ..mailbox import (
 )
 from ..store import CommitResult, Enqueue, SqliteStore, StoredAck, open_sqlite_store
 from ..supervisor import ActorCell
+from ..views import ActorInfo, ActorView
 from ._config import RuntimeConfig
 from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
@@ -72,31 +73,6 @@ Timers are due by the wall clock, but the service waits on trio's clock,
 which does not jump: after the wall clock jumps forward (NTP, a suspended
 machine, a test's clock), a timer fires within about this long of the wall
 clock passing its due time, not after the whole wait it computed before."""
-
-
-@attrs.frozen
-class ActorView:
-    """What `Runtime.inspect` tells about one actor."""
-
-    actor: str
-    kind: str
-    status: str
-    state: Any
-    cursor: int
-    mailbox: int
-    head: int
-    restarts: int
-    last_error: dict[str, Any] | None
-
-
-@attrs.frozen
-class ActorInfo:
-    """One row of `Runtime.list`."""
-
-    actor: str
-    status: str
-    mailbox: int
-    restarts: int
 
 
 @attrs.frozen
