@@ -103,7 +103,7 @@ async def _durable(workdir: Path, *, actors: int, senders: int, messages: int) -
                 seq = ack.seq
             last_seq[address] = max(last_seq.get(address, 0), seq)
 
-        stats = rt.store.statistics()
+        stats = rt._store.statistics()
         gc.collect()
         clock = CpuClock()
         async with trio.open_nursery() as nursery:
@@ -113,7 +113,7 @@ async def _durable(workdir: Path, *, actors: int, senders: int, messages: int) -
         for address, seq in last_seq.items():
             await rt.wait_handled(address, seq)
         timing = clock.stop()
-        writer = _store_delta(stats, rt.store.statistics())
+        writer = _store_delta(stats, rt._store.statistics())
 
         # Not a speed check: a figure for lost or doubled messages would be a lie.
         handled = 0

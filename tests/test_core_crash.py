@@ -49,7 +49,7 @@ async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactl
                 await rt.wait_handled(address, view.cursor + view.mailbox)
                 applied[address] = (await rt.inspect(address)).state["seen"]
 
-            assert rt.dead_letters() == [], "a message was set aside instead of applied"
+            assert await rt.dead_letters() == [], "a message was set aside instead of applied"
             everything = [msg_id for seen in applied.values() for msg_id in seen]
             assert len(everything) == len(set(everything)), "a message was applied twice"
             for sender, numbers in acked.items():
@@ -79,7 +79,7 @@ async def test_a_message_that_kills_the_process_is_dead_lettered_after_three_dea
             child = await Child.start(["drain", data])
         assert child.process.returncode == 0 and child.lines[-1] == "idle"
         async with callboard.open_runtime(data, kinds=[Counter, Brittle]) as rt:
-            [dead] = rt.dead_letters("brittle/p")
+            [dead] = await rt.dead_letters("brittle/p")
             view = await rt.inspect("brittle/p")
     assert deaths == 3
     assert (dead.type, dead.seq, dead.attempts) == ("die", 1, 3)

@@ -110,7 +110,7 @@ async def test_a_message_for_an_actor_waiting_its_turn_to_passivate_is_handled_a
     config = callboard.RuntimeConfig(passivate_after=0.01, passivating_at_once=1)
     with trio.fail_after(20):
         async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
-            slots = rt.passivation_slots = _HeldSlots()
+            slots = rt._cells.passivation_slots = _HeldSlots()
             first = await rt.send("counter/w", "add", {"n": 1, "id": "m1"})
             await rt.wait_handled("counter/w", first.seq)
             await slots.waiting.wait()  # idle, asked to passivate, no slot free

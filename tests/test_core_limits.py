@@ -43,7 +43,7 @@ DEPTH_REFUSED = (
 async def _stored_events(rt: callboard.Runtime, address: str) -> list[callboard.Event]:
     events = []
     async with rt.subscribe(address, after=0) as subscription:
-        head = rt.head(address)
+        head = await rt.head(address)
         async for event in subscription:
             events.append(event)
             if event.seq == head:
@@ -100,7 +100,7 @@ async def test_event_data_deeper_than_the_limit_is_refused_by_emit_and_the_messa
         async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
             ack = await rt.send("echo/e", "dig", {"depth": MAX_DEPTH + 1})
             await rt.wait_handled("echo/e", ack.seq)
-            [dead] = rt.dead_letters("echo/e")
+            [dead] = await rt.dead_letters("echo/e")
             events = await _stored_events(rt, "echo/e")
     assert (dead.seq, dead.error.type) == (1, "BadMessage")
     assert dead.error.message == f"the data of event 'dug' from 'echo/e' {DEPTH_REFUSED}"

@@ -36,7 +36,7 @@ async def emit(rt: callboard.Runtime, messages: int, n: int, size: int = 0) -> i
     for _ in range(messages):
         ack = await rt.send("blob/b", "emit", {"n": n, "size": size})
     await rt.wait_handled("blob/b", ack.seq)
-    return rt.head("blob/b")
+    return await rt.head("blob/b")
 
 
 async def test_a_replay_of_many_big_events_yields_them_all_in_order_one_page_in_memory(tmp_path):

@@ -64,8 +64,8 @@ async def tell(rt: callboard.Runtime, to: str, type: str, body=None, *, key=None
     await rt.wait_handled(to, ack.seq)
 
 
-def conversation(rt: callboard.Runtime, address: str) -> list[object]:
-    return [loads(item) for item in rt.store.read_log(address, "conversation")]
+async def conversation(rt: callboard.Runtime, address: str) -> list[object]:
+    return [loads(item) for item in await rt._store.read_log(address, "conversation")]
 
 
 def database(data: Path) -> closing[sqlite3.Connection]:
@@ -98,8 +98,8 @@ async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(
                 await tell(rt, "diary/d", "write", {"n": n})
             done = await rt.retention.run_pass()
             again = await rt.retention.run_pass()
-            record = rt.store.actor("diary/d")
-            log = conversation(rt, "diary/d")
+            record = await rt._store.actor("diary/d")
+            log = await conversation(rt, "diary/d")
     # actor.started and 12 written: the newest 5 stay.
     assert (done.events, again.events) == (8, 0)
     assert (record.events_from, record.event_head) == (9, 13)
@@ -172,8 +172,8 @@ async def test_a_stopped_actor_past_its_retention_is_gone_and_a_live_conversatio
             within = held(data, "diary/gone")
             mock_clock.jump(2)
             done = await rt.retention.run_pass()
-            live = conversation(rt, "diary/live")
-            gone = rt.store.actor("diary/gone")
+            live = await conversation(rt, "diary/live")
+            gone = await rt._store.actor("diary/gone")
             # Its address is free again: a message makes a new actor there.
             ack = await rt.send("diary/gone", "write", {"n": "anew"}, key="diary/gone:0")
     assert before == {"actors": 1, "events": 5, "logs": 3, "mailbox": 0, "keys": 3, "timers": 1}
@@ -200,13 +200,13 @@ async def test_dead_letters_expire_after_their_retention(data, mock_clock):
             await tell(rt, "diary/sender", "notify", {"to": "diary/closed"})
             mock_clock.jump(DAY)
             await tell(rt, "diary/sender", "notify", {"to": "diary/closed"})
-            letters = [letter.at - START for letter in rt.dead_letters()]
+            letters = [letter.at - START for letter in await rt.dead_letters()]
             mock_clock.jump(30 * DAY - 10)
             first = await rt.retention.run_pass()
-            kept = [letter.at - START for letter in rt.dead_letters()]
+            kept = [letter.at - START for letter in await rt.dead_letters()]
             mock_clock.jump(DAY)
             second = await rt.retention.run_pass()
-            left = rt.dead_letters()
+            left = await rt.dead_letters()
     assert len(letters) == 2
     assert (first.dead_letters, kept) == (1, letters[1:])
     assert (second.dead_letters, left) == (1, [])
@@ -228,7 +228,7 @@ async def test_ages_go_by_the_steady_clock_so_a_wall_clock_jump_alone_prunes_not
             jumped = await rt.retention.run_pass()
             mock_clock.jump(2 * 3600)
             aged = await rt.retention.run_pass()
-            record = rt.store.actor("diary/d")
+            record = await rt._store.actor("diary/d")
     assert jumped.events == 0
     # actor.started and the first write are two hours old; the second is new.
     assert aged.events == 2
@@ -260,10 +260,10 @@ async def test_one_retention_write_deletes_at_most_its_batch_of_rows(data):
         async with callboard.open_runtime(data, kinds=[Diary], config=quiet()) as rt:
             await tell(rt, "diary/d", "burst", {"n": 300, "size": 10})
             policy = RetentionPolicy(keep_events=10, batch=100)
-            steps = [await rt.store.retain(policy, RetentionStep())]
+            steps = [await rt._store.retain(policy, RetentionStep())]
             while not steps[-1].done:
-                steps.append(await rt.store.retain(policy, steps[-1]))
-            record = rt.store.actor("diary/d")
+                steps.append(await rt._store.retain(policy, steps[-1]))
+            record = await rt._store.actor("diary/d")
     # actor.started and 300 bursts: 291 go, 100 a write.
     assert [(s.phase, s.events) for s in steps] == [
         ("events", 100), ("events", 100), ("done", 91),
@@ -279,11 +279,11 @@ async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row
             await tell(rt, "diary/gone", "end")
             # Every actor that went final before now + 1 goes, four rows a write.
             policy = RetentionPolicy(stopped_before=rt.wall_time() + 1, batch=4)
-            steps = [await rt.store.retain(policy, RetentionStep())]
+            steps = [await rt._store.retain(policy, RetentionStep())]
             while not steps[-1].done:
                 held_now = held(data, "diary/gone")
                 assert held_now["actors"] == 1, "the row goes last"
-                steps.append(await rt.store.retain(policy, steps[-1]))
+                steps.append(await rt._store.retain(policy, steps[-1]))
     # 5 events, 3 log items, 3 keys, 1 timer, then the row: 13 rows, 4 a write.
     assert [(s.events, s.rows, s.actors) for s in steps] == [
         (4, 0, 0), (1, 3, 0), (0, 4, 0), (0, 0, 1),

@@ -147,7 +147,7 @@ async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dro
             live = await rt.send("relay/r", "relay", {"to": "counter/c", "drop": True})
             await rt.wait_handled("relay/r", live.seq)
             await rt.wait_handled("counter/c", 1)
-            dead = rt.dead_letters()
+            dead = await rt.dead_letters()
             counter = await rt.inspect("counter/c")
     assert [(d.actor, d.type, d.sender, d.error.type) for d in dead] == [
         ("greeter/g", "note", "relay/r", "ActorStopped"),
@@ -158,7 +158,7 @@ async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dro
 
 async def _stored(rt, address):
     async with rt.subscribe(address, after=0) as events:
-        head = rt.head(address)
+        head = await rt.head(address)
         async for event in events:
             yield event
             if event.seq == head:

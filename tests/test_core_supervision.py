@@ -116,13 +116,13 @@ async def test_a_poison_message_is_dead_lettered_with_its_traceback_and_can_be_r
             await rt.send("flaky/f", "fail", {"x": 1})
             after = await rt.send("flaky/f", "next")
             await rt.wait_handled("flaky/f", after.seq)
-            [dead] = rt.dead_letters()
-            assert rt.dead_letters("counter/none") == []
+            [dead] = await rt.dead_letters()
+            assert await rt.dead_letters("counter/none") == []
             Flaky.broken = False
             requeued = await rt.requeue(dead.id)
             await rt.wait_handled("flaky/f", requeued.seq)
             view = await rt.inspect("flaky/f")
-            remaining = rt.dead_letters()
+            remaining = await rt.dead_letters()
     assert (dead.actor, dead.seq, dead.type, dead.body, dead.attempts) == (
         "flaky/f", 1, "fail", {"x": 1}, 3,
     )  # fmt: skip
@@ -155,7 +155,7 @@ async def test_too_many_restarts_with_the_dead_letter_policy_sets_the_message_as
             await rt.send("skipping/s", "fail")
             after = await rt.send("skipping/s", "next")
             await rt.wait_handled("skipping/s", after.seq)
-            [dead] = rt.dead_letters("skipping/s")
+            [dead] = await rt.dead_letters("skipping/s")
             view = await rt.inspect("skipping/s")
     assert (dead.seq, dead.attempts) == (1, 3)
     assert view.state == {"applied": ["next"]} and view.status == "active"

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import callboard
-from callboard.runtime._runtime import TIMER_RECHECK
+from callboard.runtime import TIMER_RECHECK
 
 
 class Ticker(callboard.Actor):
@@ -145,7 +145,7 @@ async def settle(rt: callboard.Runtime) -> None:
     # The timer service sleeps in trio's time toward the next due timer and
     # sees a jump of the wall clock only at its next recheck (up to a second
     # later), so the test tells it at once, as a commit that sets a timer does.
-    rt.timers_changed()
+    rt._cells.timers_changed()
     await trio.testing.wait_all_tasks_blocked()
     # The service has queued its firing by now: a probe queued after it
     # lands behind every timer it fired, so once the probe is handled, so
@@ -388,7 +388,7 @@ def timer_ids(data: Path) -> list[int]:
 
 async def fire_due_reminders(rt: callboard.Runtime) -> None:
     """Return once every timer due by the clock has fired and ``reminder/r`` has handled it."""
-    rt.timers_changed()
+    rt._cells.timers_changed()
     await trio.testing.wait_all_tasks_blocked()
     # Queued behind the firing: handled after it.
     probe = await rt.send("reminder/r", "probe")

@@ -44,7 +44,7 @@ async def store_events(client: Client, rt: callboard.Runtime, count: int, size: 
     for _ in range(count // 20):
         ack = await client.ok("send", to="counter/a", type="burst", body={"n": 20, "size": size})
     await rt.wait_handled("counter/a", ack["seq"])
-    return rt.head("counter/a")
+    return await rt.head("counter/a")
 
 
 async def test_a_replay_of_big_events_to_several_subscribers_is_whole_while_others_are_answered(

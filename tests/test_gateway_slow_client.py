@@ -48,7 +48,7 @@ async def test_a_subscriber_that_stops_reading_is_told_where_to_resume_and_memor
                     assert gateway.statistics().queued_frames_peak <= config.send_queue
                 with trio.fail_after(1):
                     assert await fast.ok("ping") == {}
-                head = rt.head("counter/a")
+                head = await rt.head("counter/a")
 
                 # The slow client reads at last: events, then where to resume.
                 received = []

@@ -139,7 +139,7 @@ async def test_unsubscribe_ends_the_events_of_that_subscription(served):
             gone = await client.ok("subscribe", actor="counter/a")
             witness = await client.ok("subscribe", actor="counter/a")
             assert await client.ok("unsubscribe", sub=gone["sub"]) == {}
-            assert (gateway.statistics().subscriptions, rt.hub.subscriber_count) == (1, 1)
+            assert (gateway.statistics().subscriptions, rt.statistics().subscribers) == (1, 1)
             await client.ok("send", to="counter/a", type="add")
             await client.events(witness["sub"], 2)
             await client.ok("ping")

@@ -39,7 +39,7 @@ async def test_stopping_a_session_stops_its_running_job_without_a_dead_letter(tm
             async with rt.subscribe(f"job/{job_id}", after=0) as job_sub:
                 status = await rt.stop(ADDRESS)
                 finished = await Watch(job_sub).until("job.finished")
-            dead = rt.dead_letters()
+            dead = await rt.dead_letters()
             view = await rt.inspect(ADDRESS)
     assert status == "stopped"
     assert (finished.data["status"], finished.data["exit_code"]) == ("exited", 128 + SIGTERM)

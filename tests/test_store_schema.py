@@ -129,7 +129,7 @@ async def test_a_version_1_directory_is_migrated_and_its_timers_fire_and_new_one
                 async for event in events:
                     if event.type == "rang":
                         break
-            before = rt.head("alarm/m")
+            before = await rt.head("alarm/m")
         put_back_to_version_1(data)
         clock.now += 7200
         rang = []
@@ -235,9 +235,9 @@ async def test_a_version_2_directory_is_migrated_keeping_every_event_in_its_orde
             async with rt.subscribe("chronicle/c0", after=0) as events:
                 async for event in events:
                     replayed.append(event.seq)
-                    if event.seq == rt.head("chronicle/c0"):
+                    if event.seq == await rt.head("chronicle/c0"):
                         break
-            records = [rt.store.actor(f"chronicle/c{n}") for n in range(2)]
+            records = [await rt._store.actor(f"chronicle/c{n}") for n in range(2)]
     with database(data) as conn:
         auto_vacuum = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
     assert stored_version(data) == str(SCHEMA_VERSION)

@@ -66,12 +66,12 @@ async def one_batch(
     return results
 
 
-def mailbox_seqs(store: SqliteStore, address: str) -> list[int]:
-    return [r.seq for r in store.pending(address, 0, 10_000)]
+async def mailbox_seqs(store: SqliteStore, address: str) -> list[int]:
+    return [r.seq for r in await store.pending(address, 0, 10_000)]
 
 
-def event_seqs(store: SqliteStore, address: str) -> list[int]:
-    return [e.seq for e in store.events(address, 0, 100_000)]
+async def event_seqs(store: SqliteStore, address: str) -> list[int]:
+    return [e.seq for e in await store.events(address, 0, 100_000)]
 
 
 async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_right(tmp_path):
@@ -127,12 +127,12 @@ async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_ri
             result = await store.commit(Commit("a", events=(event(),)))
             assert [seq for seq, _ in result.events] == [6]
 
-            a = store.actor("a")
+            a = await store.actor("a")
             assert a is not None and a.state is None
             assert (a.mailbox_head, a.event_head) == (6, 6)
-            assert mailbox_seqs(store, "a") == [1, 2, 3, 4, 5, 6]
-            assert event_seqs(store, "a") == [1, 2, 3, 4, 5, 6]
-            assert mailbox_seqs(store, "b") == [1, 2, 3]
+            assert await mailbox_seqs(store, "a") == [1, 2, 3, 4, 5, 6]
+            assert await event_seqs(store, "a") == [1, 2, 3, 4, 5, 6]
+            assert await mailbox_seqs(store, "b") == [1, 2, 3]
 
 
 async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path):
@@ -150,9 +150,9 @@ async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path):
             assert await send(store, "v") == StoredAck("v", 3, False)
             result = await store.commit(Commit("a", events=(event(),)))
             assert [seq for seq, _ in result.events] == [3]
-            assert mailbox_seqs(store, "a") == [3, 4]
-            assert mailbox_seqs(store, "v") == [1, 2, 3]
-            assert event_seqs(store, "a") == [1, 2, 3]
+            assert await mailbox_seqs(store, "a") == [3, 4]
+            assert await mailbox_seqs(store, "v") == [1, 2, 3]
+            assert await event_seqs(store, "a") == [1, 2, 3]
 
 
 async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_path):
@@ -191,12 +191,12 @@ async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_pat
                 assert not [r for r in results if isinstance(r, Exception)]
         async with open_sqlite_store(tmp_path) as store:
             for address in addresses:
-                record = store.actor(address)
+                record = await store.actor(address)
                 assert record is not None
                 assert record.mailbox_head == sent[address]
                 assert record.event_head == emitted[address]
-                assert event_seqs(store, address) == list(range(1, emitted[address] + 1))
-                assert mailbox_seqs(store, address) == list(
+                assert await event_seqs(store, address) == list(range(1, emitted[address] + 1))
+                assert await mailbox_seqs(store, address) == list(
                     range(record.cursor + 1, sent[address] + 1)
                 )
 
@@ -224,10 +224,10 @@ async def test_an_actor_gone_final_refuses_sends_though_its_counters_were_cached
             assert isinstance(await send(store, "a"), ActorStopped)
             (refused,) = (await store.commit(Commit("a", sends=(msg("a"),)))).acks
             assert isinstance(refused, ActorStopped)
-            record = store.actor("a")
+            record = await store.actor("a")
             assert record is not None and record.final
             assert (record.mailbox_head, record.event_head) == (2, 3)
-            assert mailbox_seqs(store, "a") == [1, 2]
+            assert await mailbox_seqs(store, "a") == [1, 2]
 
 
 async def test_a_dead_letter_for_a_message_stored_in_the_same_batch_keeps_the_message(tmp_path):
@@ -247,11 +247,11 @@ async def test_a_dead_letter_for_a_message_stored_in_the_same_batch_keeps_the_me
             )
             assert results[0] == StoredAck("a", 1, False)
             assert results[3] == StoredAck("a", 2, False)
-            (dead,) = store.dead_letters("a")
+            (dead,) = await store.dead_letters("a")
             assert (dead.seq, dead.body) == (1, b'"poison"')
-            (left,) = store.pending("a", 0, 10)
+            (left,) = await store.pending("a", 0, 10)
             assert (left.seq, left.body, left.attempts) == (2, b'"next"', 1)
-            assert store.actor("a").cursor == 1
+            assert (await store.actor("a")).cursor == 1
 
 
 async def test_each_store_keeps_its_own_bounded_counters(tmp_path):
@@ -269,11 +269,11 @@ async def test_each_store_keeps_its_own_bounded_counters(tmp_path):
                 assert await send(two, "a0") == StoredAck("a0", round_, False)
                 # Trimmed between batches: never more than the bound and one batch.
                 assert len(one._state.heads) <= 4 + 1
-            assert [store.actor("a0").mailbox_head for store in (one, two)] == [3, 3]
+            assert [(await store.actor("a0")).mailbox_head for store in (one, two)] == [3, 3]
 
 
-def actor_row(store: SqliteStore, address: str) -> tuple[Any, ...]:
-    a = store.actor(address)
+async def actor_row(store: SqliteStore, address: str) -> tuple[Any, ...]:
+    a = await store.actor(address)
     assert a is not None
     return (a.state, a.state_version, a.cursor, a.busy, a.mailbox_head, a.event_head)
 
@@ -298,9 +298,9 @@ async def test_two_commits_of_one_actor_in_one_batch_merge_with_the_later_winnin
             assert [seq for seq, _ in results[0].events] == [1]
             assert results[1] == StoredAck("a", 4, False)
             assert [seq for seq, _ in results[2].events] == [2]
-            assert actor_row(store, "a") == (b"2", 2, 3, False, 4, 2)
-            assert mailbox_seqs(store, "a") == [4]
-            assert event_seqs(store, "a") == [1, 2]
+            assert await actor_row(store, "a") == (b"2", 2, 3, False, 4, 2)
+            assert await mailbox_seqs(store, "a") == [4]
+            assert await event_seqs(store, "a") == [1, 2]
 
 
 async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_path):
@@ -325,11 +325,11 @@ async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_p
             )
             assert [seq for seq, _ in results[2].events] == [1]
             assert isinstance(results[4], ActorStopped)
-            assert actor_row(store, "a") == (b"1", 0, 2, False, 2, 1)
-            assert actor_row(store, "b") == (b"2", 0, 2, True, 2, 0)
-            assert [(r.status, r.final) for r in store.actors()] == [("stopped", True)] * 2
-            assert mailbox_seqs(store, "a") == []
-            assert mailbox_seqs(store, "b") == []
+            assert await actor_row(store, "a") == (b"1", 0, 2, False, 2, 1)
+            assert await actor_row(store, "b") == (b"2", 0, 2, True, 2, 0)
+            assert [(r.status, r.final) for r in await store.actors()] == [("stopped", True)] * 2
+            assert await mailbox_seqs(store, "a") == []
+            assert await mailbox_seqs(store, "b") == []
 
 
 async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(tmp_path):
@@ -344,7 +344,7 @@ async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(tm
                 lambda: store.commit(Commit("a", restarts=1, last_error=b'{"e": 1}', busy=False)),
                 lambda: store.commit(Commit("a", cursor=1)),
             )
-            a = store.actor("a")
+            a = await store.actor("a")
             assert a is not None
             assert (a.state, a.cursor, a.busy, a.restarts, a.last_error) == (
                 b"1",
@@ -386,7 +386,7 @@ async def test_a_failed_batch_drops_the_steps_it_deferred(tmp_path):
             assert [seq for seq, _ in results[1].events] == [1]
             assert isinstance(results[2], StoreUnavailable)
             assert [seq for seq, _ in results[3].events] == [2]
-            assert actor_row(store, "a") == (b"1", 0, 0, False, 1, 2)
+            assert await actor_row(store, "a") == (b"1", 0, 0, False, 1, 2)
             assert not store._state.steps
 
 
@@ -408,7 +408,7 @@ async def test_an_actor_whose_commits_the_store_refuses_is_inspected_as_failing(
         async with callboard.open_runtime(tmp_path / "data", kinds=[Counter]) as rt:
             ack = await rt.send("counter/a", "add")
             await rt.wait_handled("counter/a", ack.seq)
-            writer = rt.store._writer
+            writer = rt._store._writer
             assert writer is not None
             pages = writer.execute("PRAGMA page_count").fetchone()[0]
             # SQLite's own limit makes the disk "full" for what needs new pages.

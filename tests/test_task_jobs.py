@@ -41,7 +41,7 @@ async def test_a_task_whose_command_times_out_answers_after_the_jobs_completion(
             async with rt.subscribe(handle, after=0) as sub:
                 watch = Watch(sub)
                 await watch.until("turn.completed")
-                unsettled = tasks.terminal(handle)
+                unsettled = await tasks.terminal(handle)
                 (workspace / "go").touch()
                 outcome = await tasks.wait(handle, timeout=20)
                 await watch.until("task.settled")
@@ -85,7 +85,7 @@ async def test_cancelling_a_task_stops_its_running_job(tmp_path, workspace):
             async with rt.subscribe(f"job/{job_id}", after=0) as job_sub:
                 terminal = await tasks.cancel(handle)
                 finished = await Watch(job_sub).until("job.finished")
-            dead = rt.dead_letters()
+            dead = await rt.dead_letters()
             view = await rt.inspect(handle)
     assert terminal == Cancelled()
     assert (finished.data["status"], finished.data["exit_code"]) == ("exited", 128 + SIGTERM)

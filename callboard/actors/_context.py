@@ -47,8 +47,8 @@ class _Host(Protocol):
     def publish_ephemeral(self, type: str, data: Any) -> None: ...
     def start_activity(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None: ...
     async def checkpoint(self) -> None: ...
-    def read_log(self, log: str, start: int, limit: int) -> list[bytes]: ...
-    def log_length(self, log: str) -> int: ...
+    async def read_log(self, log: str, start: int, limit: int) -> list[bytes]: ...
+    async def log_length(self, log: str) -> int: ...
 
 
 class Context:
@@ -137,13 +137,13 @@ class Context:
         does not grow with the actor's age."""
         self._host.effects.appends.append((log, dumps(item)))
 
-    def read_log(self, log: str, start: int = 0, limit: int = 1000) -> list[Any]:
+    async def read_log(self, log: str, start: int = 0, limit: int = 1000) -> list[Any]:
         """Committed items of ``log`` from index ``start``."""
-        return [loads(b) for b in self._host.read_log(log, start, limit)]
+        return [loads(b) for b in await self._host.read_log(log, start, limit)]
 
-    def log_length(self, log: str) -> int:
+    async def log_length(self, log: str) -> int:
         """How many items ``log`` holds, committed."""
-        return self._host.log_length(log)
+        return await self._host.log_length(log)
 
     def stop(self, status: str = "stopped") -> None:
         """End this actor after the next commit, with ``status`` (e.g. a task's terminal)."""

@@ -103,6 +103,7 @@ class Session(TurnRunner):
         return self.state.active is not None or (waiting and not self.state.paused)
 
     async def on_start(self, ctx: Context) -> None:
+        await self._chat.load(ctx)
         turn = self.state.active
         if turn is not None:
             if self.spec.on_restart == "interrupt":
@@ -118,6 +119,7 @@ class Session(TurnRunner):
         self._wake(ctx)
 
     async def on_stop(self, ctx: Context) -> None:
+        await self._chat.load(ctx)  # on_start is skipped when it starts stopping
         turn = self.state.active
         if turn is not None:
             self._stop_turn(ctx, turn)

@@ -104,6 +104,7 @@ class Task(TurnRunner):
         return self.state.terminal is None
 
     async def on_start(self, ctx: Context) -> None:
+        await self._chat.load(ctx)
         state = self.state
         if not state.started:
             state.started = True
@@ -125,6 +126,7 @@ class Task(TurnRunner):
         self._wake(ctx)
 
     async def on_stop(self, ctx: Context) -> None:
+        await self._chat.load(ctx)  # on_start is skipped when it starts stopping
         if self.state.terminal is None:
             self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
 

@@ -29,13 +29,13 @@ directory takes it up.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
 
-from ..codec import converter, loads
+from ..codec import converter
 from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeClosed, UnknownActor
 from ..mailbox import Address, parse_address
 from ._task_spec import (
@@ -125,6 +125,11 @@ class WaitTimedOut:
 WaitOutcome = Settled | WaitTimedOut
 
 
+# What inspect reports for an actor that still takes messages: the store
+# holds "idle" until the final commit sets the status it ended with.
+_LIVE = frozenset({"idle", "active", "failing"})
+
+
 class Tasks:
     """Tasks on one runtime: ``Tasks(rt)``, on a runtime whose kinds include the
     agent's (`builtin_kinds`).
@@ -160,7 +165,7 @@ class Tasks:
         address = _address(handle)
         if not isinstance(text, str) or not text.strip():
             raise BadMessage(f"a message to {address} needs non-empty text, got {text!r}")
-        record = self.record(address)
+        record = await self.record(address)
         if record.terminal is not None:
             raise ActorStopped(
                 f"{address} has settled ({record.status}) and takes no more messages; "
@@ -176,8 +181,8 @@ class Tasks:
         """
         address = _address(handle)
 
-        def settled() -> TaskRecord | None:
-            record = self.record(address)
+        async def settled() -> TaskRecord | None:
+            record = await self.record(address)
             return record if record.terminal is not None else None
 
         return await self._wait_for(address, settled, timeout)
@@ -192,11 +197,11 @@ class Tasks:
         reply (None when the task settled without answering it), or `WaitTimedOut`."""
         address = _address(handle)
 
-        def answered() -> TaskRecord | None:
-            status, state, terminal = self._load(address)
+        async def answered() -> TaskRecord | None:
+            status, state, terminal = await self._load(address)
             entry = next((m for m in state.messages if m.id == message_id), None)
             if entry is not None and entry.status == "answered" and entry.reply_at is not None:
-                reply = self._logged(address, entry.reply_at).get("content")
+                reply = (await self._logged(address, entry.reply_at)).get("content")
                 return TaskRecord(address, status, terminal, reply, message_id)
             if terminal is not None:
                 return TaskRecord(address, status, terminal, None, message_id)
@@ -204,25 +209,25 @@ class Tasks:
 
         return await self._wait_for(address, answered, timeout)
 
-    def terminal(self, handle: str) -> Terminal | None:
+    async def terminal(self, handle: str) -> Terminal | None:
         """The task's terminal as last committed, or None while it runs."""
-        return self.record(handle).terminal
+        return (await self.record(handle)).terminal
 
-    def record(self, handle: str) -> TaskRecord:
+    async def record(self, handle: str) -> TaskRecord:
         """The task as last committed (``result``: its ``Succeeded`` result, if any)."""
         address = _address(handle)
-        status, _, terminal = self._load(address)
+        status, _, terminal = await self._load(address)
         result = terminal.result if isinstance(terminal, Succeeded) else None
         return TaskRecord(address, status, terminal, result)
 
-    def is_attached(self, handle: str) -> bool:
+    async def is_attached(self, handle: str) -> bool:
         """Whether a live runtime (this one) is driving the task: it is open, the
         task has not settled, and the task is active here."""
         address = _address(handle)
         if not self._rt.is_active(address):
+            await trio.lowlevel.checkpoint()
             return False
-        stored = self._rt.store.actor(address)
-        return stored is not None and not stored.final
+        return (await self._rt.inspect(address)).status in _LIVE
 
     async def cancel(self, handle: str) -> Terminal:
         """Settle the task ``Cancelled`` (closing its model stream, stopping a running
@@ -233,7 +238,7 @@ class Tasks:
                 next runtime on the data directory settles the task.
         """
         address = _address(handle)
-        current = self.terminal(address)
+        current = await self.terminal(address)
         if current is not None:
             await trio.lowlevel.checkpoint()
             return current
@@ -261,32 +266,29 @@ class Tasks:
 
     # -- reading and waiting ----------------------------------------------------
 
-    def _load(self, address: str) -> tuple[str, TaskState, Terminal | None]:
-        stored = self._rt.store.actor(address)
-        if stored is None:
-            raise UnknownActor(f"there is no task at {address!r}")
-        state = (
-            converter.structure(loads(stored.state), TaskState)
-            if stored.state is not None
-            else TaskState()
-        )
+    async def _load(self, address: str) -> tuple[str, TaskState, Terminal | None]:
+        try:
+            view = await self._rt.inspect(address)
+        except UnknownActor:
+            raise UnknownActor(f"there is no task at {address!r}") from None
+        state = converter.structure(view.state, TaskState)
         terminal = _terminal(state.terminal)
-        if terminal is None and stored.final:
+        final = view.status not in _LIVE
+        if terminal is None and final:
             # The actor ended without settling (it failed its restarts).
-            error = loads(stored.last_error) if stored.last_error else {}
-            terminal = Failed(f"the task's actor {stored.status}: {error.get('message', '')}")
-        status = state.terminal.status if state.terminal is not None else stored.status
-        return (status if stored.final else "running"), state, terminal
+            error = view.last_error or {}
+            terminal = Failed(f"the task's actor {view.status}: {error.get('message', '')}")
+        status = state.terminal.status if state.terminal is not None else view.status
+        return (status if final else "running"), state, terminal
 
-    def _logged(self, address: str, index: int) -> dict[str, Any]:
-        (item,) = self._rt.store.read_log(address, CONVERSATION_LOG, index, 1)
-        logged: dict[str, Any] = loads(item)
-        return logged
+    async def _logged(self, address: str, index: int) -> dict[str, Any]:
+        (logged,) = await self._rt.read_log(address, CONVERSATION_LOG, index, 1)
+        return cast(dict[str, Any], logged)
 
     async def _wait_for(
         self,
         address: str,
-        found: Callable[[], TaskRecord | None],
+        found: Callable[[], Awaitable[TaskRecord | None]],
         timeout: float | None,  # noqa: ASYNC109
     ) -> WaitOutcome:
         closing = self._rt.closing
@@ -295,20 +297,20 @@ class Tasks:
             return WaitTimedOut(attached=False)
         with trio.move_on_after(math.inf if timeout is None else timeout):
             async with (
-                self._rt.subscribe(address, after=self._rt.head(address)) as sub,
+                self._rt.subscribe(address, after=await self._rt.head(address)) as sub,
                 trio.open_nursery() as nursery,
             ):
                 nursery.start_soon(_close_when_set, closing, sub)
                 try:
                     while not closing.is_set():
-                        record = found()
+                        record = await found()
                         if record is not None:
                             return Settled(record)
                         await _next_durable(sub)
                 finally:
                     nursery.cancel_scope.cancel()
             return WaitTimedOut(attached=False)  # the runtime closed
-        return WaitTimedOut(attached=self.is_attached(address))
+        return WaitTimedOut(attached=await self.is_attached(address))
 
 
 async def _close_when_set(closing: trio.Event, sub: Subscription) -> None:

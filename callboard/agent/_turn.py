@@ -116,16 +116,21 @@ class ConversationLog:
     log: str = "conversation"
     _items: list[dict[str, Any]] | None = None
 
-    def items(self, ctx: Context) -> list[dict[str, Any]]:
-        """Everything in the conversation, in order."""
+    async def load(self, ctx: Context) -> None:
+        """Read the committed log into memory (once per activation, in ``on_start``)."""
         if self._items is None:
             loaded: list[dict[str, Any]] = []
             while True:
-                page = ctx.read_log(self.log, len(loaded), _LOG_PAGE)
+                page = await ctx.read_log(self.log, len(loaded), _LOG_PAGE)
                 loaded.extend(page)
                 if len(page) < _LOG_PAGE:
                     break
             self._items = loaded
+
+    def items(self, ctx: Context) -> list[dict[str, Any]]:
+        """Everything in the conversation, in order (after `load`)."""
+        if self._items is None:
+            raise RuntimeError(f"the {self.log} log of {ctx.address} was read before load()")
         return self._items
 
     def append(self, ctx: Context, entries: Iterable[dict[str, Any]]) -> None:

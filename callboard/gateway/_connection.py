@@ -360,7 +360,7 @@ class Connection:
             case f.Send(rid, to, type_, body, key):
                 if not grant.may_write(to):
                     return self._forbidden(rid, "send to", to)
-                if rt.would_create(to) and not self._access.take_activation(grant):
+                if await rt.would_create(to) and not self._access.take_activation(grant):
                     return self._over_quota(rid, to)
                 ack = await rt.send(to, type_, body, key=key)
                 if not ack.duplicate:

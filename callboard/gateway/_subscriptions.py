@@ -96,7 +96,7 @@ class Subscriptions:
         if not f.is_pattern(request.actor):
             kind = request.actor.split("/", 1)[0]
             self._rt.check_kind(kind)
-            if not self._rt.kinds[kind].virtual and self._rt.store.actor(request.actor) is None:
+            if not self._rt.kinds[kind].virtual and not await self._rt.has_actor(request.actor):
                 raise UnknownActor(f"there is no actor at {request.actor!r}; spawn it first")
         try:
             await nursery.start(self._forward, request)
@@ -132,14 +132,15 @@ class Subscriptions:
         self._next += 1
         sub_id = f"k{self._next}"
         pattern = f.is_pattern(request.actor)
-        head = None if pattern else self._rt.head(request.actor)
+        head = None if pattern else await self._rt.head(request.actor)
         after = request.after if request.after is not None else head
         handle = _Sub(request.actor)
         try:
             with handle.scope:
                 # A live-only one goes to the runtime as such (it starts at the
-                # same head, read again with no checkpoint between): it has no
-                # stored events to read, so it does not wait for an empty page.
+                # same head, read again with no checkpoint between: the store's
+                # one-row reads do not yield): it has no stored events to read,
+                # so it does not wait for an empty page.
                 async with self._rt.subscribe(
                     request.actor, request.after, on_lag="raise",
                     buffer=self._cfg.subscriber_buffer, pace=self._outbox.wait_room,

@@ -6,15 +6,19 @@ from ._hub import Subscription as Subscription
 from ._retention import Retention as Retention
 from ._retention import RetentionStatistics as RetentionStatistics
 from ._runtime import Runtime as Runtime
-from ._runtime import RuntimeStatistics as RuntimeStatistics
+from ._runtime import RuntimeState as RuntimeState
 from ._runtime import open_runtime as open_runtime
+from ._services import TIMER_RECHECK as TIMER_RECHECK
+from ._statistics import RuntimeStatistics as RuntimeStatistics
 
 __all__ = [
+    "TIMER_RECHECK",
     "Hub",
     "Retention",
     "RetentionStatistics",
     "Runtime",
     "RuntimeConfig",
+    "RuntimeState",
     "RuntimeStatistics",
     "Subscription",
     "open_runtime",

@@ -27,7 +27,7 @@ import trio
 
 from ..errors import Lagged, RuntimeClosed
 from ..mailbox import Event
-from ..store import EventRecord, SqliteStore
+from ..store import EventRecord, Store
 
 __all__ = ["Hub", "Subscription"]
 
@@ -170,7 +170,7 @@ class Hub:
     """Routes each published event to the subscriptions that match it."""
 
     def __init__(
-        self, store: SqliteStore, *, buffer: int = 1024, page: int = 512,
+        self, store: Store, *, buffer: int = 1024, page: int = 512,
         page_bytes: int = 1024 * 1024,
     ) -> None:  # fmt: skip
         self._store = store

@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from ..errors import StoreUnavailable, UnknownOutcome
-from ..store import RetentionPolicy, RetentionStep, SqliteStore
+from ..store import RetentionPolicy, RetentionStep, Store
 
 __all__ = ["Retention", "RetentionStatistics", "SteadyWallClock"]
 
@@ -95,7 +95,7 @@ class Retention:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: Store,
         *,
         clock: Callable[[], float],
         keep_events: int | None,

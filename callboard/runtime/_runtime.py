@@ -1,10 +1,22 @@
-"""The runtime: `open_runtime` and the embedding API on top of store, cells and hub.
+"""The runtime: `open_runtime` and `Runtime`, the embedding API.
 
-A message's way: `Runtime.send` validates and serializes it, the store makes
-it durable (group commit), the ack goes back to the sender, and the message
-is delivered in memory to its actor's cell (activating it if needed). The
-cell handles it and commits; only then are the commit's events published
-to subscribers and its sends routed on.
+A message's way, top to bottom:
+
+1. `Runtime.send` checks the address, type, key and body (the limits of
+   `callboard.mailbox`) and serializes the body, before anything is written.
+2. The store appends it to the recipient's mailbox (`Store.enqueue`, one
+   group commit shared with every write queued meanwhile); once that is
+   durable, the sender gets its `Ack` (seq, duplicate).
+3. The runtime's `Directory` hands the message, now durable, to the
+   recipient's `ActorCell` (activating one if it is not in memory: a new
+   cell reads its mailbox from the store, so nothing depends on delivery).
+4. The cell handles a batch of its mailbox in order and commits the
+   actor's new snapshot, cursor, events, sends and timers in one atomic
+   `Store.commit`.
+5. Only after that commit is durable are its events published to the hub's
+   subscribers (and so to gateway connections), its sends delivered to
+   their recipients (back to step 3), and waiters on its cursor woken
+   (`wait_handled`). Nothing is announced that was not recorded first.
 """
 
 from __future__ import annotations
@@ -12,95 +24,43 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import attrs
 import orjson
 import trio
 
 from ..actors import Actor
 from ..codec import converter, loads, structure_error
-from ..errors import (
-    BadRequest,
-    RuntimeClosed,
-    SpawnConflict,
-    UnknownActor,
-    UnknownKind,
-)
+from ..errors import BadRequest, RuntimeClosed, SpawnConflict, UnknownActor, UnknownKind
 from ..mailbox import (
-    KIND_PATTERN,
     Ack,
     Address,
     DeadLetter,
-    Event,
     Message,
     check_key,
     check_type,
     encode_body,
     new_name,
-    parse_address,
 )
-from ..store import CommitResult, Enqueue, SqliteStore, StoredAck, open_sqlite_store
-from ..supervisor import ActorCell
+from ..store import Enqueue, Store, open_store
 from ..views import ActorInfo, ActorView
+from . import _services as services
 from ._config import RuntimeConfig
+from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
+from ._statistics import RuntimeStatistics
 
-__all__ = [
-    "TIMER_RECHECK",
-    "ActorInfo",
-    "ActorView",
-    "Runtime",
-    "RuntimeStatistics",
-    "open_runtime",
-]
+__all__ = ["Runtime", "RuntimeState", "open_runtime"]
 
 log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
-
-TIMER_RECHECK = 1.0
-"""Seconds the timer service waits at most before it reads the wall clock again.
-
-Timers are due by the wall clock, but the service waits on trio's clock,
-which does not jump: after the wall clock jumps forward (NTP, a suspended
-machine, a test's clock), a timer fires within about this long of the wall
-clock passing its due time, not after the whole wait it computed before."""
-
-
-@attrs.frozen
-class RuntimeStatistics:
-    """Counters since the runtime opened, and gauges now (for metrics)."""
-
-    messages_accepted: int
-    commits: int
-    activations: int
-    passivations: int
-    restarts: int
-    dead_letters: int
-    active: int
-    subscribers: int
-    lagged: int
-    store_batches: int
-    store_operations: int
-    store_largest_batch: int
-    store_seconds: float
-    store_healthy: bool = True
-    """False from an I/O error at COMMIT until the store has recovered (fail-stop)."""
-    store_recoveries: int = 0
-    retention_passes: int = 0
-    events_pruned: int = 0
-    actors_removed: int = 0
-    dead_letters_expired: int = 0
-    pages_freed: int = 0
-    """Free database pages retention gave back to the file system."""
 
 
 def _spec_bytes(value: Any) -> bytes:
@@ -112,28 +72,30 @@ class Runtime:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: Store,
         kinds: Iterable[type[Actor]],
         *,
         config: RuntimeConfig,
         clock: Callable[[], float],
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        self.store = store
         self.config = config
-        self.hub = Hub(
+        self.settings: Mapping[str, Any] = MappingProxyType(
+            {"data_dir": str(store.directory), **(settings or {})}
+        )
+        """What every actor sees in ``ctx.settings``, under its kind's own."""
+        self._store = store
+        self._hub = Hub(
             store,
             buffer=config.subscriber_buffer,
             page=config.replay_page,
             page_bytes=config.replay_page_bytes,
         )
-        self.inbox_limit = config.inbox_limit
-        self.batch_max = config.batch_max
-        self.passivation_slots = trio.Semaphore(config.passivating_at_once)
-        self.passivate_after = config.passivate_after
-        self._clock = clock
+        self._cells = Directory(
+            store, self._hub, kinds, config=config, clock=clock, settings=self.settings
+        )
         # Ages that decide a deletion (keys, retention) go by this clock; keys are
-        # stamped by its other bound (_key_clock).
+        # stamped by its other bound (see _key_clock).
         self._steady = SteadyWallClock(clock)
         self.retention = Retention(
             store,
@@ -146,75 +108,49 @@ class Runtime:
             interval=config.retention_interval,
         )
         """Retention passes: one runs every ``retention_interval``, `run_pass` runs one now."""
-        self.settings: Mapping[str, Any] = MappingProxyType(
-            {"data_dir": str(store.directory), **(settings or {})}
-        )
-        """What every actor sees in ``ctx.settings``, under its kind's own."""
-        self._kinds: dict[str, type[Actor]] = {}
-        self._kind_settings: dict[str, Mapping[str, Any]] = {}
-        for cls in kinds:
-            self.register(cls)
-        self._cells: dict[str, ActorCell] = {}
-        self._leaving: dict[str, ActorCell] = {}
-        self._cursor_waiters: dict[str, list[tuple[int, trio.Event]]] = {}
-        self._nursery: trio.Nursery | None = None
-        self._timers_wakeup = trio.Event()
-        self._closed = False
         self.closing = trio.Event()
         """Set when the runtime starts to close, before any actor is cancelled."""
-        self._counts: Counter[str] = Counter()
         self._tasks: Any = None
+
+    @property
+    def state(self) -> RuntimeState:
+        """Where the runtime stands (`RuntimeState`)."""
+        return self._cells.state
+
+    @property
+    def data_dir(self) -> Path:
+        return self._store.directory
 
     # -- kinds -----------------------------------------------------------------
 
     def register(self, cls: type[Actor]) -> None:
-        kind = getattr(cls, "kind", None)
-        if not isinstance(kind, str) or not KIND_PATTERN.fullmatch(kind):
-            raise BadRequest(
-                f"{cls.__qualname__}.kind must match {KIND_PATTERN.pattern}, got {kind!r}"
-            )
-        if kind in self._kinds and self._kinds[kind] is not cls:
-            raise BadRequest(f"two actor classes claim kind {kind!r}")
-        self._kinds[kind] = cls
-        own = cls.kind_settings
-        self._kind_settings[kind] = (
-            MappingProxyType({**self.settings, **own}) if own else self.settings
-        )
-
-    def settings_for(self, kind: str) -> Mapping[str, Any]:
-        """The ``ctx.settings`` of actors of ``kind``: the runtime's, under the kind's own."""
-        self.check_kind(kind)
-        return self._kind_settings[kind]
+        """Add an actor kind (its ``kind`` must be new, or this same class)."""
+        self._cells.register(cls)
 
     @property
     def kinds(self) -> dict[str, type[Actor]]:
-        return dict(self._kinds)
+        return self._cells.kinds
 
     def check_kind(self, kind: str) -> None:
-        if kind not in self._kinds:
-            known = ", ".join(sorted(self._kinds)) or "none"
-            raise UnknownKind(f"there is no actor kind {kind!r} (known kinds: {known})")
+        """Raise `UnknownKind` unless ``kind`` is registered."""
+        self._cells.check_kind(kind)
 
-    def create_kind(self, kind: str) -> str | None:
-        """The kind to create a missing actor as (virtual kinds), else None."""
-        self.check_kind(kind)
-        return kind if self._kinds[kind].virtual else None
-
-    def would_create(self, address: str) -> bool:
-        """True when a message to ``address`` would bring a new actor into being
-        (a virtual kind with no actor there yet); for quotas, so not a promise."""
-        if address in self._cells:
-            return False  # the common case on the hot path: one dict lookup
-        kind, _ = parse_address(address)
-        cls = self._kinds.get(kind)
-        if cls is None or not cls.virtual:
-            return False
-        return self.store.actor(address) is None
+    def settings_for(self, kind: str) -> Mapping[str, Any]:
+        """The ``ctx.settings`` of actors of ``kind``: the runtime's, under the kind's own."""
+        return self._cells.settings_for(kind)
 
     def _kind_of(self, address: str) -> type[Actor]:
-        kind, _ = parse_address(address)
-        self.check_kind(kind)
-        return self._kinds[kind]
+        return self._cells.kind_of(address)
+
+    async def would_create(self, address: str) -> bool:
+        """True when a message to ``address`` would bring a new actor into being
+        (a virtual kind with no actor there yet); for quotas, so not a promise."""
+        if address in self._cells.cells:
+            return False  # the common case on the hot path: one dict lookup
+        cls = self._cells.kinds.get(address.partition("/")[0])
+        if cls is None or not cls.virtual:
+            return False
+        return await self._store.actor(address) is None
 
     # -- the embedding API -------------------------------------------------------
 
@@ -224,7 +160,7 @@ class Runtime:
         cancel. Offered by the kind registered as ``task`` (`Actor.caller`), e.g.
         the agent's, from `callboard.agent.builtin_kinds`."""
         if self._tasks is None:
-            cls = self._kinds.get("task")
+            cls = self._cells.kinds.get("task")
             self._tasks = cls.caller(self) if cls is not None else None
             if self._tasks is None:
                 raise UnknownKind(
@@ -235,7 +171,15 @@ class Runtime:
 
     def is_active(self, address: str) -> bool:
         """Whether this runtime, open, is driving ``address`` (it is in memory here)."""
-        return not self._closed and address in self._cells
+        return self._cells.open and address in self._cells.cells
+
+    @property
+    def active_count(self) -> int:
+        return len(self._cells.cells)
+
+    def wall_time(self) -> float:
+        """The runtime's wall clock (seconds since the epoch), as timers read it."""
+        return self._cells.wall_time()
 
     async def send(
         self, to: str, type: str, body: Any = None, *, key: str | None = None,
@@ -249,21 +193,21 @@ class Runtime:
         """
         # An active actor's address was checked when its cell was made, and
         # a kind once registered stays: only the others are parsed again.
-        cell = self._cells.get(to) if isinstance(to, str) else None
+        cell = self._cells.cells.get(to) if isinstance(to, str) else None
         cls = cell.kind if cell is not None else self._kind_of(to)
         check_type(type, what=f"the type of a message to {to!r}")
         if key is not None:
             check_key(key, what=f"the idempotency key of a message to {to!r}")
         data = encode_body(body, what=f"the body of {type!r} to {to!r}")
-        self._check_open()
+        self._cells.check_open()
         item = Enqueue(to, type, data, sender, key, cls.kind if cls.virtual else None)
-        (result,) = await self.store.enqueue([item])
+        (result,) = await self._store.enqueue([item])
         if isinstance(result, Exception):
             raise result
         if not result.duplicate:
-            self._counts["accepted"] += 1
-            self._deliver(
-                to, Message(result.seq, type, loads(data), sender, key, at=self.wall_time())
+            self._cells.counts["accepted"] += 1
+            self._cells.deliver(
+                to, Message(result.seq, type, loads(data), sender, key, at=self._cells.wall_time())
             )
         return Ack(result.seq, result.duplicate)
 
@@ -274,17 +218,17 @@ class Runtime:
         already there; a different spec raises `SpawnConflict`.
         """
         self.check_kind(kind)
-        cls = self._kinds[kind]
+        cls = self._cells.kinds[kind]
         address = Address(f"{kind}/{name if name is not None else new_name()}")
         spec_json = _spec_bytes(self._structure_spec(cls, spec, address))
-        self._check_open()
-        existed, stored = await self.store.spawn(address, kind, spec_json)
+        self._cells.check_open()
+        existed, stored = await self._store.spawn(address, kind, spec_json)
         if existed and stored is not None and stored != spec_json:
             raise SpawnConflict(
                 f"{address!r} exists with a different spec; pick another name or stop it first"
             )
         if not existed:
-            self._activate(address)
+            self._cells.activate(address)
         return Address(address, existed=existed)
 
     def _structure_spec(self, cls: type[Actor], spec: Any, address: str) -> Any:
@@ -292,7 +236,7 @@ class Runtime:
             if spec is not None and not isinstance(spec, dict):
                 raise BadRequest(f"the spec for {address!r} must be a JSON object, got {spec!r}")
             encode_body(spec, what=f"the spec for {address!r}")
-            cls.check_spec(spec, self._kind_settings[cls.kind])
+            cls.check_spec(spec, self._cells.settings_for(cls.kind))
             return spec
         try:
             typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
@@ -303,20 +247,20 @@ class Runtime:
                 f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
                 f"{structure_error(exc)}"
             ) from None
-        cls.check_spec(typed, self._kind_settings[cls.kind])
+        cls.check_spec(typed, self._cells.settings_for(cls.kind))
         return converter.unstructure(typed)
 
     async def stop(self, address: str) -> str:
         """Stop an actor; returns its final status once it has stopped."""
         self._kind_of(address)
-        record = self.store.actor(address)
+        record = await self._store.actor(address)
         if record is None:
             raise UnknownActor(f"there is no actor at {address!r}")
         if record.final:
             return record.status
-        cell = self._cells.get(address)
+        cell = self._cells.cells.get(address)
         if cell is None:
-            cell = self._activate(address, stop=True)
+            cell = self._cells.activate(address, stop=True)
         else:
             cell.request_stop()
         await cell.done.wait()
@@ -326,7 +270,7 @@ class Runtime:
         """The last committed snapshot and the bookkeeping around it."""
         await trio.lowlevel.checkpoint()
         cls = self._kind_of(address)
-        record = self.store.actor(address)
+        record = await self._store.actor(address)
         if record is None:
             raise UnknownActor(f"there is no actor at {address!r}")
         if record.state is not None:
@@ -368,10 +312,10 @@ class Runtime:
         if limit < 1:
             raise BadRequest(f"a page of actors needs a limit >= 1, got {limit!r}")
         if status == "active":
-            return self._active_page(kind, after, limit)
+            return await self._active_page(kind, after, limit)
         # Stored status: "active" is this runtime's own knowledge, so a page
         # filtered by status may come out shorter than ``limit``.
-        records = self.store.actors(kind, status=status, after=after, limit=limit + 1)
+        records = await self._store.actors(kind, status=status, after=after, limit=limit + 1)
         more = len(records) > limit
         del records[limit:]
         rows = []
@@ -386,16 +330,16 @@ class Runtime:
                 rows.append(info)
         return rows, records[-1].address if more else None
 
-    def _active_page(
+    async def _active_page(
         self, kind: str | None, after: str | None, limit: int
     ) -> tuple[builtins.list[ActorInfo], str | None]:
         prefix = f"{kind}/" if kind is not None else ""
         addresses = sorted(
-            a for a in self._cells if a.startswith(prefix) and (after is None or a > after)
+            a for a in self._cells.cells if a.startswith(prefix) and (after is None or a > after)
         )
         rows: list[ActorInfo] = []
         for address in addresses:
-            record = self.store.actor(address)
+            record = await self._store.actor(address)
             if record is None or record.final:
                 continue
             if len(rows) == limit:
@@ -404,13 +348,13 @@ class Runtime:
         return rows, None
 
     def _last_error(self, address: str, stored: bytes | None) -> dict[str, Any] | None:
-        cell = self._cells.get(address)
+        cell = self._cells.cells.get(address)
         if cell is not None and cell.commit_failure is not None:
             return {"error": cell.commit_failure, "during": "commit"}
         return loads(stored) if stored else None
 
     def _status(self, address: str, stored: str, final: bool) -> str:
-        cell = self._cells.get(address)
+        cell = self._cells.cells.get(address)
         if not final and cell is not None:
             # "failing": in memory, but the store refuses its commits (a full disk).
             return "failing" if cell.commit_failure is not None else "active"
@@ -435,30 +379,45 @@ class Runtime:
             kind, _, name = actor.partition("/")
             if name == "*":
                 self.check_kind(kind)
-            elif not self._kind_of(actor).virtual and self.store.actor(actor) is None:
+            elif not self._kind_of(actor).virtual and await self._store.actor(actor) is None:
                 raise UnknownActor(f"there is no actor at {actor!r}; spawn it first")
         if after is not None and (actor == "*" or actor.endswith("/*")):
             raise BadRequest("'after' cannot be used with a pattern: patterns are live only")
         if after is not None:
-            self.store.check_held(actor, after)  # Pruned: retention removed some of them
+            await self._store.check_held(actor, after)  # Pruned: retention removed some of them
         # A live-only subscription to one actor starts after its head, so a lag
         # before anything was delivered still says exactly where to resume.
         head = (
-            None if after is not None or actor == "*" or actor.endswith("/*") else self.head(actor)
+            None
+            if after is not None or actor == "*" or actor.endswith("/*")
+            else await self.head(actor)
         )
-        sub = self.hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer, head=head, pace=pace)
+        sub = self._hub.subscribe(actor, after, on_lag=on_lag, buffer=buffer, head=head, pace=pace)
         try:
             yield sub
         finally:
             sub.close()
 
-    def head(self, address: str) -> int:
-        record = self.store.actor(address)
+    async def read_log(
+        self, address: str, log: str, start: int = 0, limit: int = 1000
+    ) -> builtins.list[Any]:
+        """Entries ``start`` on (at most ``limit``) of the actor's log ``log``
+        (what its handlers appended with ``ctx.append``), decoded."""
+        self._kind_of(address)
+        return [loads(item) for item in await self._store.read_log(address, log, start, limit)]
+
+    async def has_actor(self, address: str) -> bool:
+        """Whether an actor was spawned (or created) at ``address`` and not removed."""
+        return await self._store.actor(address) is not None
+
+    async def head(self, address: str) -> int:
+        """The seq of ``address``'s last stored event (0 before the first)."""
+        record = await self._store.actor(address)
         return record.event_head if record is not None else 0
 
     def statistics(self) -> RuntimeStatistics:
-        store = self.store.statistics()
-        counts = self._counts
+        store = self._store.statistics()
+        counts = self._cells.counts
         retained = self.retention.statistics()
         return RuntimeStatistics(
             messages_accepted=counts["accepted"],
@@ -467,14 +426,14 @@ class Runtime:
             passivations=counts["passivations"],
             restarts=counts["restarts"],
             dead_letters=counts["dead_letters"],
-            active=len(self._cells),
-            subscribers=self.hub.subscriber_count,
-            lagged=self.hub.lagged_total,
+            active=len(self._cells.cells),
+            subscribers=self._hub.subscriber_count,
+            lagged=self._hub.lagged_total,
             store_batches=store.batches,
             store_operations=store.operations,
             store_largest_batch=store.largest_batch,
             store_seconds=store.commit_seconds_total,
-            store_healthy=self.store.healthy,
+            store_healthy=self._store.healthy,
             store_recoveries=store.recoveries,
             retention_passes=retained.passes,
             events_pruned=retained.events,
@@ -483,205 +442,35 @@ class Runtime:
             pages_freed=retained.pages,
         )
 
-    def _store_recovered(self) -> None:
-        """The store reopened after a fail-stop: the WAL may hold writes whose
-        senders were told the outcome is unknown, so every active mailbox is
-        read again from the store."""
-        for cell in list(self._cells.values()):
-            cell.poke()
-        self._timers_wakeup.set()
+    async def actor_counts(self) -> dict[str, int]:
+        """How many actors have each stored status (for metrics)."""
+        return await self._store.status_counts()
 
-    def counted(self, what: str, n: int = 1) -> None:
-        """A cell reports a lifecycle step: commit, passivation, restart, dead letter."""
-        self._counts[what] += n
+    async def dead_letter_count(self) -> int:
+        return await self._store.dead_letter_count()
 
-    def dead_letters(self, address: str | None = None) -> builtins.list[DeadLetter]:
-        return [DeadLetter.from_record(r) for r in self.store.dead_letters(address)]
+    async def dead_letters(self, address: str | None = None) -> builtins.list[DeadLetter]:
+        """The messages set aside (of ``address``), oldest first."""
+        return [DeadLetter.from_record(r) for r in await self._store.dead_letters(address)]
 
     async def requeue(self, dead_letter_id: int) -> Ack:
         """Put a dead letter back at the end of its actor's mailbox."""
-        self._check_open()
-        result = await self.store.requeue(dead_letter_id)
+        self._cells.check_open()
+        result = await self._store.requeue(dead_letter_id)
         if isinstance(result, Exception):
             raise result
-        self._poke(result.address)
+        self._cells.poke(result.address)
         return Ack(result.seq, result.duplicate)
 
     async def wait_handled(self, address: str, seq: int) -> None:
         """Wait until ``address`` has committed the handling of message ``seq``."""
-        record = self.store.actor(address)
+        record = await self._store.actor(address)
         if record is not None and record.cursor >= seq:
             return
-        self._check_open()
-        event = trio.Event()
-        self._cursor_waiters.setdefault(address, []).append((seq, event))
-        await event.wait()
-        if self._closed:
+        self._cells.check_open()
+        await self._cells.await_cursor(address, seq).wait()
+        if not self._cells.open:
             raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
-
-    # -- what cells ask of the runtime ---------------------------------------------
-
-    def wall_time(self) -> float:
-        return self._clock()
-
-    def publish(self, event: Event) -> None:
-        self.hub.publish(event)
-
-    def listening(self, address: str) -> bool:
-        return self.hub.listening(address)
-
-    def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None:
-        for item, ack in zip(sends, result.acks, strict=True):
-            if isinstance(ack, StoredAck) and not ack.duplicate:
-                self._deliver(
-                    item.address,
-                    Message(ack.seq, item.type, loads(item.body), item.sender, item.key),
-                )
-
-    def timers_changed(self) -> None:
-        self._timers_wakeup.set()
-
-    def forget(self, cell: ActorCell) -> None:
-        if self._cells.get(cell.address) is cell:
-            del self._cells[cell.address]
-            self._leaving[cell.address] = cell
-
-    def gone(self, cell: ActorCell) -> None:
-        if self._cells.get(cell.address) is cell:
-            del self._cells[cell.address]
-        if self._leaving.get(cell.address) is cell:
-            del self._leaving[cell.address]
-
-    def predecessor(self, cell: ActorCell) -> ActorCell | None:
-        before = self._leaving.get(cell.address)
-        return before if before is not cell else None
-
-    def cursor_advanced(self, address: str, cursor: int) -> None:
-        waiters = self._cursor_waiters.get(address)
-        if not waiters:
-            return
-        remaining = []
-        for seq, event in waiters:
-            if seq <= cursor:
-                event.set()
-            else:
-                remaining.append((seq, event))
-        if remaining:
-            self._cursor_waiters[address] = remaining
-        else:
-            del self._cursor_waiters[address]
-
-    # -- delivery and activation ----------------------------------------------------
-
-    def _close(self) -> None:
-        """No more work: wake everyone waiting on this runtime so they learn it closed."""
-        self._closed = True
-        self.closing.set()
-        for waiters in self._cursor_waiters.values():
-            for _, event in waiters:
-                event.set()
-        self._cursor_waiters.clear()
-        self.hub.close_all()
-
-    def _check_open(self) -> None:
-        if self._closed or self._nursery is None:
-            raise RuntimeClosed("the runtime is closed; nothing was sent")
-
-    def _deliver(self, address: str, message: Message) -> None:
-        cell = self._cells.get(address)
-        if cell is not None:
-            cell.deliver(message)
-        elif not self._closed:
-            self._activate(address)
-
-    def _poke(self, address: str) -> None:
-        cell = self._cells.get(address)
-        if cell is not None:
-            cell.poke()
-        elif not self._closed:
-            self._activate(address)
-
-    def _activate(self, address: str, *, stop: bool = False) -> ActorCell:
-        if self._nursery is None or self._closed:
-            raise RuntimeClosed("the runtime is closed")
-        cell = ActorCell(address, self._kind_of(address), self, stop=stop)
-        self._cells[address] = cell
-        self._counts["activations"] += 1
-        cell.fill()
-        self._nursery.start_soon(cell.run, name=f"actor {address}")
-        return cell
-
-    @property
-    def active_count(self) -> int:
-        return len(self._cells)
-
-    # -- background services ------------------------------------------------------------
-
-    async def _run_timers(self) -> None:
-        while True:
-            self._timers_wakeup = trio.Event()
-            due = self.store.next_timer_due()
-            if due is None:
-                await self._timers_wakeup.wait()
-                continue
-            delay = due - self.wall_time()
-            if delay > 0:
-                # Never fires early: a timer is due when the wall clock says
-                # so, however it jumped meanwhile (see TIMER_RECHECK).
-                # At least a millisecond: with the wall clock standing still (a
-                # test's, or one held back) a timer due a hair ahead would
-                # otherwise spin this loop without ever letting go of the CPU.
-                with trio.move_on_after(min(max(delay, 0.001), TIMER_RECHECK)):
-                    await self._timers_wakeup.wait()
-                continue
-            for ack in await self.store.fire_timers():
-                if isinstance(ack, StoredAck) and not ack.duplicate:
-                    self._poke(ack.address)
-
-    async def _sweep_idle(self) -> None:
-        """Passivate actors idle for ``passivate_after``: memory follows the
-        working set, not the number of actors ever touched."""
-        period = self.config.passivate_after
-        while True:
-            await trio.sleep(max(period / 4, 0.001))
-            now = trio.current_time()
-            for cell in list(self._cells.values()):
-                if cell.idle_since is not None and now - cell.idle_since >= period:
-                    cell.request_passivation()
-
-    def _key_clock(self) -> float:
-        """The stamp of an idempotency key: the wall clock, or where trio's clock
-        has brought the wall clock of the opening if the wall clock is behind it.
-
-        The pruner measures a key's age by the other one, whichever of the two
-        ran less since the runtime opened, so no key is forgotten before trio's
-        clock has run its window: neither after a jump forward of the wall clock
-        (the key's stamp looks old), nor after one back and its correction (the
-        stamps of keys sent meanwhile would be hours in the past, and a send
-        retried just after would be delivered twice). (Trio's clock stands still
-        while the machine is suspended: keys then stay longer, never shorter.)
-        """
-        return self._steady.never_behind()
-
-    async def _prune_keys(self) -> None:
-        # By the steady clock: a jump forward of the wall clock alone would
-        # forget keys still in their window, and a send retried just after
-        # would be delivered twice (see SteadyWallClock).
-        while True:
-            await trio.sleep(max(60.0, self.config.key_window / 10))
-            await self.store.prune_keys(self.config.key_window, now=self._steady())
-
-    def _recover(self) -> int:
-        count = 0
-        for address in self.store.addresses_with_work(self.wall_time()):
-            kind = address.split("/", 1)[0]
-            if kind not in self._kinds:
-                log.warning("not recovering %s: no kind %r is registered", address, kind)
-                continue
-            if address not in self._cells:
-                self._activate(address)
-                count += 1
-        return count
 
 
 @asynccontextmanager
@@ -704,32 +493,39 @@ async def open_runtime(
     ``ctx.settings``, beside ``data_dir`` and under its kind's own.
     """
     config = config or RuntimeConfig()
-    async with open_sqlite_store(data, clock=clock, queue_size=config.write_queue) as store:
-        rt = Runtime(
-            store,
-            kinds,
-            config=config,
-            clock=clock,
-            settings=settings,
-        )
-        store.on_recovered = rt._store_recovered
-        store.key_clock = rt._key_clock
-        async with trio.open_nursery() as services:
+    async with open_store(data, clock=clock, queue_size=config.write_queue) as store:
+        rt = Runtime(store, kinds, config=config, clock=clock, settings=settings)
+        cells = rt._cells
+        store.on_recovered = cells.store_recovered
+        # An idempotency key is stamped by the wall clock, or where trio's clock
+        # has brought the wall clock of the opening if the wall clock is behind
+        # it; the pruner measures its age by the other bound, whichever ran
+        # less, so no key is forgotten before trio's clock has run its window:
+        # neither after a jump forward of the wall clock, nor after one back
+        # and its correction (see SteadyWallClock).
+        store.key_clock = rt._steady.never_behind
+        async with trio.open_nursery() as background:
             try:
                 async with trio.open_nursery() as actors:
-                    rt._nursery = actors
-                    recovered = rt._recover()
+                    cells.nursery = actors
+                    cells.state = RuntimeState.OPEN
+                    recovered = await services.recover(cells)
                     if recovered:
                         log.info("recovered %d actors with unfinished work", recovered)
-                    services.start_soon(rt._run_timers, name="timers")
-                    services.start_soon(rt._prune_keys, name="key pruning")
-                    services.start_soon(rt.retention.serve, name="retention")
-                    services.start_soon(rt._sweep_idle, name="passivation")
+                    background.start_soon(services.run_timers, cells, name="timers")
+                    background.start_soon(
+                        services.prune_keys, cells, config, rt._steady, name="key pruning"
+                    )
+                    background.start_soon(rt.retention.serve, name="retention")
+                    background.start_soon(
+                        services.sweep_idle, cells, config.passivate_after, name="passivation"
+                    )
                     try:
                         yield rt
                     finally:
-                        rt._close()
+                        rt.closing.set()
+                        cells.close()
                         actors.cancel_scope.cancel()
             finally:
-                rt._closed = True
-                services.cancel_scope.cancel()
+                cells.state = RuntimeState.CLOSED
+                background.cancel_scope.cancel()

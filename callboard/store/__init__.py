@@ -1,10 +1,13 @@
-"""Persistence behind one interface: the embedded SQLite store (the default).
+"""Persistence behind one interface: the `Store` protocol (async throughout),
+and its first implementation, the embedded SQLite store (`open_store`).
 
-Nothing SQLite-specific leaks past this package: the layers above speak
-`Enqueue`, `Commit` and the records, with bodies already serialized.
+Nothing SQLite-specific leaks past this package: the layers above type
+against `Store` and speak `Enqueue`, `Commit` and the records, with bodies
+already serialized. Only the store's own tests name `SqliteStore`.
 """
 
 from ._lock import DirectoryLock as DirectoryLock
+from ._protocol import Store as Store
 from ._records import ActorRecord as ActorRecord
 from ._records import Commit as Commit
 from ._records import CommitResult as CommitResult
@@ -16,11 +19,12 @@ from ._records import MailboxRecord as MailboxRecord
 from ._records import NewEvent as NewEvent
 from ._records import NewTimer as NewTimer
 from ._records import StoredAck as StoredAck
+from ._records import StoreStatistics as StoreStatistics
 from ._retention import RetentionPolicy as RetentionPolicy
 from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
-from ._sqlite import StoreStatistics as StoreStatistics
 from ._sqlite import open_sqlite_store as open_sqlite_store
+from ._sqlite import open_store as open_store
 
 __all__ = [
     "ActorRecord",
@@ -37,7 +41,9 @@ __all__ = [
     "RetentionPolicy",
     "RetentionStep",
     "SqliteStore",
+    "Store",
     "StoreStatistics",
     "StoredAck",
     "open_sqlite_store",
+    "open_store",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
+    "StoreStatistics",
     "StoredAck",
 ]
 
@@ -182,3 +183,14 @@ class DeadLetterRecord:
     attempts: int
     error: bytes
     at: float
+
+
+@attrs.frozen
+class StoreStatistics:
+    """A snapshot of the writer's counters (for metrics and benchmarks)."""
+
+    batches: int
+    operations: int
+    largest_batch: int
+    commit_seconds_total: float
+    recoveries: int = 0

@@ -16,11 +16,10 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import attrs
 import trio
 
 from ..errors import Pruned, RuntimeClosed, StoreUnavailable, UnknownOutcome
@@ -29,6 +28,7 @@ from . import _sqlite_ops as ops
 from ._event_reads import EventReaders
 from ._full import FullDisk
 from ._lock import DirectoryLock
+from ._protocol import Store
 from ._records import (
     ActorRecord,
     Commit,
@@ -39,11 +39,12 @@ from ._records import (
     EventRecord,
     MailboxRecord,
     StoredAck,
+    StoreStatistics,
 )
 from ._schema import prepare as prepare_schema
 from ._wal import WalCheckpointer, limit_wal
 
-__all__ = ["SqliteStore", "StoreStatistics", "open_sqlite_store"]
+__all__ = ["SqliteStore", "open_sqlite_store"]
 
 log = logging.getLogger("callboard.store")
 
@@ -59,17 +60,6 @@ _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
     "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
 )
-
-
-@attrs.frozen
-class StoreStatistics:
-    """A snapshot of the writer's counters (for metrics and benchmarks)."""
-
-    batches: int
-    operations: int
-    largest_batch: int
-    commit_seconds_total: float
-    recoveries: int = 0
 
 
 class _Op:
@@ -497,6 +487,9 @@ class SqliteStore:
         )
 
     # -- reads ---------------------------------------------------------------
+    # Async by the `Store` protocol; on SQLite they are indexed reads of a
+    # local file, fast enough to run on the trio thread without a hop (the
+    # replay's pages, which can be large, go to a worker: `read_events`).
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         if self._reader is None:
@@ -507,11 +500,11 @@ class SqliteStore:
         # checkpoint could start the log over while it lives.)
         return self._reader.execute(sql, args).fetchall()
 
-    def actor(self, address: str) -> ActorRecord | None:
+    async def actor(self, address: str) -> ActorRecord | None:
         rows = self._read(f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = ?", (address,))
         return ActorRecord.from_row(rows[0]) if rows else None
 
-    def actors(
+    async def actors(
         self, kind: str | None = None, *, status: str | None = None, after: str | None = None,
         limit: int = 10_000,
     ) -> list[ActorRecord]:  # fmt: skip
@@ -529,7 +522,7 @@ class SqliteStore:
         )
         return [ActorRecord.from_row(r) for r in rows]
 
-    def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
+    async def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
         rows = self._read(
             "SELECT address, seq, type, body, sender, key, attempts, at FROM mailbox "
             "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -537,7 +530,7 @@ class SqliteStore:
         )
         return [MailboxRecord(*r) for r in rows]
 
-    def events(self, address: str, after: int, limit: int) -> list[EventRecord]:
+    async def events(self, address: str, after: int, limit: int) -> list[EventRecord]:
         """Events after seq ``after``; `Pruned` if retention removed some (never a gap)."""
         rows = self._read(
             "SELECT address, seq, type, data, at FROM events "
@@ -545,7 +538,7 @@ class SqliteStore:
             (address, after, limit),
         )
         if not rows or rows[0][1] != after + 1:
-            self.check_held(address, after)
+            self._check_held(address, after)
         return [EventRecord(*r) for r in rows]
 
     async def read_events(
@@ -560,17 +553,20 @@ class SqliteStore:
             raise RuntimeClosed("the store is closed")
         page = await self._event_reads.read(address, after, limit=limit, max_bytes=max_bytes)
         if not page.events or page.events[0].seq != after + 1:
-            self.check_held(address, after)
+            self._check_held(address, after)
         return page
 
-    def check_held(self, address: str, after: int) -> None:
+    async def check_held(self, address: str, after: int) -> None:
         """Raise `Pruned` if retention removed events of ``address`` after seq ``after``.
         (It removes them from the oldest up, moving ``events_from`` with them.)"""
+        self._check_held(address, after)
+
+    def _check_held(self, address: str, after: int) -> None:
         rows = self._read("SELECT events_from FROM actors WHERE address = ?", (address,))
         if rows and rows[0][0] > after + 1:
             raise Pruned(address, rows[0][0])
 
-    def addresses_with_work(self, now: float) -> list[str]:
+    async def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
         rows = self._read(
             "SELECT address FROM actors WHERE final = 0 AND (busy = 1 OR cursor < mailbox_head) "
@@ -579,18 +575,18 @@ class SqliteStore:
         )
         return sorted(r[0] for r in rows)
 
-    def status_counts(self) -> dict[str, int]:
+    async def status_counts(self) -> dict[str, int]:
         """How many actors have each stored status (``idle`` for the ones in memory too)."""
         return dict(self._read("SELECT status, COUNT(*) FROM actors GROUP BY status"))
 
-    def dead_letter_count(self) -> int:
+    async def dead_letter_count(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM dead_letters")[0][0])
 
-    def next_timer_due(self) -> float | None:
+    async def next_timer_due(self) -> float | None:
         rows = self._read("SELECT MIN(due) FROM timers")
         return rows[0][0] if rows else None
 
-    def dead_letters(self, address: str | None = None) -> list[DeadLetterRecord]:
+    async def dead_letters(self, address: str | None = None) -> list[DeadLetterRecord]:
         cols = "id, address, seq, type, body, sender, key, attempts, error, at"
         if address is None:
             rows = self._read(f"SELECT {cols} FROM dead_letters ORDER BY id")
@@ -600,14 +596,16 @@ class SqliteStore:
             )
         return [DeadLetterRecord(*r) for r in rows]
 
-    def read_log(self, address: str, log: str, start: int = 0, limit: int = 1000) -> list[bytes]:
+    async def read_log(
+        self, address: str, log: str, start: int = 0, limit: int = 1000
+    ) -> list[bytes]:
         rows = self._read(
             "SELECT data FROM logs WHERE address = ? AND log = ? AND idx >= ? ORDER BY idx LIMIT ?",
             (address, log, start, limit),
         )
         return [r[0] for r in rows]
 
-    def log_length(self, address: str, log: str) -> int:
+    async def log_length(self, address: str, log: str) -> int:
         rows = self._read(
             "SELECT COALESCE(MAX(idx), -1) + 1 FROM logs WHERE address = ? AND log = ?",
             (address, log),
@@ -660,3 +658,11 @@ async def open_sqlite_store(
     finally:
         store._close_files()
         lock.release()
+
+
+def open_store(
+    directory: str | os.PathLike[str], *, clock: Callable[[], float] = time.time,
+    queue_size: int = 16384,
+) -> AbstractAsyncContextManager[Store]:  # fmt: skip
+    """The data directory's store: SQLite in ``directory`` (see `open_sqlite_store`)."""
+    return open_sqlite_store(directory, clock=clock, queue_size=queue_size)

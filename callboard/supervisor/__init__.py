@@ -11,8 +11,17 @@ against intensity in a `RestartWindow`.
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
 from ._cell import CellServices as CellServices
+from ._states import CellState as CellState
 from ._tree import ChildSpec as ChildSpec
 from ._tree import Strategy as Strategy
 from ._tree import supervise as supervise
 
-__all__ = ["ActorCell", "Backoff", "CellServices", "ChildSpec", "Strategy", "supervise"]
+__all__ = [
+    "ActorCell",
+    "Backoff",
+    "CellServices",
+    "CellState",
+    "ChildSpec",
+    "Strategy",
+    "supervise",
+]

@@ -20,7 +20,8 @@ from ..actors import Actor, Context, Effects
 from ..codec import converter, dumps, loads, structure_error
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
-from ..store import ActorRecord, Commit, CommitResult, Enqueue, NewEvent, SqliteStore
+from ..store import ActorRecord, Commit, CommitResult, Enqueue, NewEvent, Store
+from ._states import CellState
 
 __all__ = ["ActorCell", "CellServices"]
 
@@ -30,7 +31,7 @@ log = logging.getLogger("callboard.supervisor")
 class CellServices(Protocol):
     """What the runtime provides to the cells it supervises."""
 
-    store: SqliteStore
+    store: Store
     inbox_limit: int
     batch_max: int
     passivate_after: float
@@ -84,7 +85,8 @@ class ActorCell:
         self._actor: Actor | None = None
         self._activities: trio.Nursery | None = None
         self._stop_requested = stop
-        self._ended = False
+        self.state = CellState.LOADING
+        """Where its life stands (`CellState`)."""
         self._cursor = 0
         self._last_state: bytes | None = None
         self._last_error_seq: int | None = None
@@ -97,24 +99,35 @@ class ActorCell:
 
     # -- the mailbox, in memory --------------------------------------------
 
-    def fill(self) -> None:
-        """Load unhandled messages from the store (sync: no delivery can interleave)."""
-        record = self._svc.store.actor(self.address)
-        cursor = record.cursor if record is not None else 0
-        self._taken = cursor
-        self._inbox.clear()
-        self._reload()
+    async def _fill(self) -> None:
+        """Load unhandled messages from the store, from the committed cursor on.
 
-    def _reload(self) -> None:
+        Deliveries that arrive while it reads are not kept in memory: the
+        cell is ``LOADING`` and marks them to be read from the store, which
+        holds every message acked before they were delivered.
+        """
+        self.state = CellState.LOADING
+        record = await self._svc.store.actor(self.address)
+        self._taken = record.cursor if record is not None else 0
+        self._inbox.clear()
+        await self._reload()
+
+    async def _reload(self) -> None:
         self._ahead.clear()
-        rows = self._svc.store.pending(self.address, self._taken, self._svc.inbox_limit)
+        self._overflow = False
+        rows = await self._svc.store.pending(self.address, self._taken, self._svc.inbox_limit)
         self._inbox.extend(Message.from_record(r) for r in rows)
         self._loaded_upto = rows[-1].seq if rows else self._taken
-        self._overflow = len(rows) >= self._svc.inbox_limit
+        # A delivery during the read (overflow set meanwhile) is read next time.
+        self._overflow = self._overflow or len(rows) >= self._svc.inbox_limit
 
     def deliver(self, message: Message) -> None:
         """A message just became durable; keep it in order, or read it from the store later."""
         seq = message.seq
+        if self.state is CellState.LOADING:
+            self._overflow = True  # the store has it; read once the load is done
+            self._work_arrived()
+            return
         if seq <= self._loaded_upto:
             return
         if self._overflow or len(self._inbox) + len(self._ahead) >= self._svc.inbox_limit:
@@ -174,11 +187,11 @@ class ActorCell:
     def publish_ephemeral(self, type: str, data: Any) -> None:
         self._svc.publish(Event(self.address, None, type, data, self.wall_time()))
 
-    def read_log(self, log: str, start: int, limit: int) -> list[bytes]:
-        return self._svc.store.read_log(self.address, log, start, limit)
+    async def read_log(self, log: str, start: int, limit: int) -> list[bytes]:
+        return await self._svc.store.read_log(self.address, log, start, limit)
 
-    def log_length(self, log: str) -> int:
-        return self._svc.store.log_length(self.address, log)
+    async def log_length(self, log: str) -> int:
+        return await self._svc.store.log_length(self.address, log)
 
     def start_activity(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
         if self._activities is None:
@@ -198,7 +211,7 @@ class ActorCell:
         else:
             async with self._lock:
                 await self._commit()
-        if self._ended:
+        if self.state is CellState.ENDED:
             self._wakeup.set()
 
     # -- the supervised life ------------------------------------------------
@@ -210,6 +223,7 @@ class ActorCell:
             if before is not None:
                 await before.done.wait()
             restarted = False
+            await self._fill()
             while True:
                 try:
                     await self._live(restarted)
@@ -228,16 +242,18 @@ class ActorCell:
                     if not restart:
                         return
                     restarted = True
-                    self.fill()
+                    await self._fill()
         finally:
+            self.state = CellState.DONE
             self._svc.gone(self)
             self.done.set()
 
     async def _live(self, restarted: bool) -> None:
-        record = self._svc.store.actor(self.address)
+        self.state = CellState.STARTING
+        record = await self._svc.store.actor(self.address)
         if record is None or record.final:
             self.final_status = record.status if record else None
-            self._ended = True
+            self.state = CellState.ENDED
             return
         actor = self._instantiate(record)
         self._actor = actor
@@ -255,6 +271,7 @@ class ActorCell:
                     if not self._stop_requested:
                         await actor.on_start(ctx)
                     await self._commit()
+                self.state = CellState.RUNNING
                 await self._mailbox_loop(actor, ctx)
             finally:
                 self._activities = None
@@ -262,8 +279,9 @@ class ActorCell:
 
     async def _mailbox_loop(self, actor: Actor, ctx: Context) -> None:
         policy = self.kind.supervision
-        while not self._ended:
+        while self.state is not CellState.ENDED:
             if self._stop_requested:
+                self.state = CellState.STOPPING
                 async with self._lock:
                     await actor.on_stop(ctx)
                     if self.effects.final_status is None:
@@ -273,16 +291,18 @@ class ActorCell:
             if not self._inbox:
                 if self._overflow or self._ahead:
                     # The store has everything after the last message taken.
-                    self._reload()
+                    await self._reload()
                     continue
                 # Idle: the runtime's sweeper asks us to passivate when this
                 # lasted long enough (one sweeper, not a timer per message).
                 self._wakeup = trio.Event()
                 self.idle_since = trio.current_time()
+                self.state = CellState.IDLE
                 try:
                     await self._wakeup.wait()
                 finally:
                     self.idle_since = None
+                    self.state = CellState.RUNNING
                 requested, self._passivation_requested = self._passivation_requested, False
                 if requested and self._can_passivate() and await self._passivation_turn():
                     try:
@@ -356,9 +376,10 @@ class ActorCell:
         # Forget first: a message arriving from now on activates a new cell,
         # which waits for this one to be done before it loads.
         self._svc.forget(self)
+        self.state = CellState.PASSIVATING
         self._lifecycle("actor.passivated", {})
         await self._commit()
-        self._ended = True
+        self.state = CellState.ENDED
         self._svc.counted("passivations")
 
     # -- commits --------------------------------------------------------------
@@ -435,7 +456,7 @@ class ActorCell:
             self._svc.timers_changed()
         if final:
             self.final_status = status
-            self._ended = True
+            self.state = CellState.ENDED
 
     def _dead_letter(self, message: Message, error: CrashReason) -> None:
         error_json = dumps({**error.to_json(), "seq": message.seq})
@@ -480,7 +501,7 @@ class ActorCell:
                 ) from exc
             if policy.on_intensity == "dead_letter" and failed_seq == self._cursor + 1:
                 message = next(
-                    (m for m in self._svc.store.pending(self.address, self._cursor, 1)), None
+                    iter(await self._svc.store.pending(self.address, self._cursor, 1)), None
                 )
                 if message is not None:
                     self._restart_window.reset()

@@ -1,0 +1,124 @@
+"""`Store`: what the layers above ask of persistence, async throughout.
+
+The runtime, its cells, the hub, retention, the gateway and the metrics type
+against this protocol, never against a backend: `SqliteStore` is the first
+implementation, and a networked one fills the same methods. Bodies, states
+and event data cross it already serialized (bytes of JSON).
+
+Writes are durable when they return (the backend's group commit), and
+cancel-atomic: a write cancelled before it is queued did not happen, and one
+queued is waited for. Reads see every write that returned before they began.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from ._records import (
+    ActorRecord,
+    Commit,
+    CommitResult,
+    DeadLetterRecord,
+    Enqueue,
+    EventPage,
+    EventRecord,
+    MailboxRecord,
+    StoredAck,
+    StoreStatistics,
+)
+from ._retention import RetentionPolicy, RetentionStep
+
+__all__ = ["Store"]
+
+
+class Store(Protocol):
+    """Persistence of actors, mailboxes, events, timers, logs and dead letters."""
+
+    directory: Path
+    """The data directory (its lock, its token, the backend's files if local)."""
+    key_clock: Callable[[], float]
+    """Stamps idempotency keys (the runtime sets its steady clock here)."""
+    on_recovered: Callable[[], None] | None
+    """Called after the store recovered from a fail-stop (writes may have landed)."""
+
+    @property
+    def healthy(self) -> bool:
+        """False from an I/O error at COMMIT until the store has recovered."""
+        ...
+
+    def statistics(self) -> StoreStatistics: ...
+
+    # -- writes ------------------------------------------------------------------
+
+    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
+        """Append messages to mailboxes; each item succeeds or fails alone."""
+        ...
+
+    async def commit(self, c: Commit) -> CommitResult:
+        """One actor's handled batch: state, cursor, events, sends, timers, logs."""
+        ...
+
+    async def mark_attempts(self, address: str, first: int, last: int) -> None: ...
+
+    async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
+        """Create the actor; (existed, the stored spec) when it was already there."""
+        ...
+
+    async def fire_timers(self) -> list[StoredAck | Exception]:
+        """Turn every due timer into a message in its actor's mailbox."""
+        ...
+
+    async def requeue(self, dead_letter_id: int) -> StoredAck | Exception: ...
+
+    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int: ...
+
+    async def retain(self, policy: RetentionPolicy, step: RetentionStep) -> RetentionStep:
+        """One bounded step of a retention pass, from ``step`` on."""
+        ...
+
+    # -- reads -------------------------------------------------------------------
+
+    async def actor(self, address: str) -> ActorRecord | None: ...
+
+    async def actors(
+        self, kind: str | None = None, *, status: str | None = None, after: str | None = None,
+        limit: int = 10_000,
+    ) -> list[ActorRecord]:  # fmt: skip
+        """At most ``limit`` actors in address order, past ``after`` (a page)."""
+        ...
+
+    async def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
+        """Unhandled messages of ``address`` after seq ``after``, in order."""
+        ...
+
+    async def events(self, address: str, after: int, limit: int) -> list[EventRecord]: ...
+
+    async def read_events(
+        self, address: str, after: int, *, limit: int, max_bytes: int
+    ) -> EventPage:
+        """The next page of events after ``after`` (`Pruned` if retention took some)."""
+        ...
+
+    async def check_held(self, address: str, after: int) -> None:
+        """Raise `Pruned` if events of ``address`` after ``after`` are gone."""
+        ...
+
+    async def addresses_with_work(self, now: float) -> list[str]:
+        """Actors a killed process left with something to do."""
+        ...
+
+    async def status_counts(self) -> dict[str, int]: ...
+
+    async def dead_letter_count(self) -> int: ...
+
+    async def next_timer_due(self) -> float | None: ...
+
+    async def dead_letters(self, address: str | None = None) -> list[DeadLetterRecord]: ...
+
+    async def read_log(
+        self, address: str, log: str, start: int = 0, limit: int = 1000
+    ) -> list[bytes]: ...
+
+    async def log_length(self, address: str, log: str) -> int: ...
