@@ -1,12 +1,31 @@
 """callboard: a durable actor runtime for AI-agent workloads, on trio.
 
-Layout, bottom up: `errors`; `store` (SQLite, group commit); `mailbox`
-(addresses, messages, acks, events); `actors` (the `Actor` base and its
-`Context`); `supervisor` (one actor's life: restarts, dead letters,
-passivation); `runtime` (`open_runtime`). Each public name is re-exported
-here exactly once.
+The layers, bottom up. A module imports only its own layer and the ones
+below it (tests/test_layers.py walks every import to hold this):
+
+- ``errors``: the exception tree, each error with its wire code.
+- ``_version``: the package's version.
+- ``_retry``: `Backoff` and `RestartWindow`, sans-IO.
+- ``codec``: the cattrs converter over orjson; JSON held to what it says.
+- ``_local``: loopback addresses and the data directory's token file.
+- ``mailbox``: addresses, messages, acks, events, dead letters, limits.
+- ``views``: what callers are told (`ActorInfo`, `ActorView`), shared with the client.
+- ``store``: the async `Store` protocol and the SQLite store (group commit).
+- ``actors``: the `Actor` base, its `Context` and `Supervision`.
+- ``supervisor``: one actor's life (`ActorCell`), and `supervise` for trio tasks.
+- ``runtime``: `open_runtime`, the `Runtime` facade, its cells' directory, the hub.
+- ``llm``: the streaming chat client.
+- ``tools``: the shell, file tools, workspaces, sandbox, executors.
+- ``jobs``: the ``job`` kind: a detached process, watched.
+- ``agent``: sessions, tasks, turns; `builtin_kinds` offers them to the runtime.
+- ``gateway``: the websocket server, its tokens and grants.
+- ``client``: the websocket client (imports no runtime, store, tools or agent).
+- ``cli``: the ``callboard`` command, its REPL and ``serve``.
+
+Each public name is re-exported here exactly once.
 """
 
+from ._version import __version__ as __version__
 from .actors import Actor as Actor
 from .actors import Context as Context
 from .actors import Supervision as Supervision
@@ -53,8 +72,6 @@ from .supervisor import ChildSpec as ChildSpec
 from .supervisor import supervise as supervise
 from .views import ActorInfo as ActorInfo
 from .views import ActorView as ActorView
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Ack",

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 
 __all__ = ["build_parser", "main"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from .. import __version__
+from .._version import __version__
 from ..client import DEFAULT_URL, Backoff, ConnectionFailed, connect, find_token
 from ..errors import CallboardError
 from ._serve import EXIT_INTERRUPTED

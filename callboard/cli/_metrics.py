@@ -23,8 +23,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import trio
 
-from .. import CallboardError, Runtime
+from ..errors import CallboardError
 from ..gateway import Gateway, is_loopback
+from ..runtime import Runtime
 
 __all__ = ["serve_metrics"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from .. import __version__
+from .._version import __version__
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
 from ._commands import (

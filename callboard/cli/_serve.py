@@ -25,9 +25,11 @@ from typing import Any
 
 import trio
 
-from .. import Actor, CallboardError, open_runtime
+from ..actors import Actor
 from ..agent import builtin_kinds
+from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
+from ..runtime import open_runtime
 from ..tools import Sandbox, probe_sandbox
 from ._metrics import serve_metrics
 

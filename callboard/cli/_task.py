@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from .. import __version__
+from .._version import __version__
 from ..agent import RunSpec, Succeeded, Terminal
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .. import __version__
 from .._retry import Backoff
+from .._version import __version__
 from ..errors import CallboardError
 from ..mailbox import Ack, Address
 from ..views import ActorInfo, ActorView

@@ -32,7 +32,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CallboardError
 from ..runtime import Runtime
 from . import _frames as f
