@@ -34,7 +34,7 @@ import orjson
 import trio
 
 from ..actors import Actor
-from ..codec import converter, loads, structure_error
+from ..codec import loads
 from ..errors import BadRequest, RuntimeClosed, SpawnConflict, UnknownActor, UnknownKind
 from ..mailbox import (
     Ack,
@@ -49,6 +49,7 @@ from ..mailbox import (
 from ..store import Enqueue, Store, open_store
 from ..views import ActorInfo, ActorView
 from . import _services as services
+from . import _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
@@ -220,7 +221,7 @@ class Runtime:
         self.check_kind(kind)
         cls = self._cells.kinds[kind]
         address = Address(f"{kind}/{name if name is not None else new_name()}")
-        spec_json = _spec_bytes(self._structure_spec(cls, spec, address))
+        spec_json = _spec_bytes(_views.structure_spec(self._cells, cls, spec, address))
         self._cells.check_open()
         existed, stored = await self._store.spawn(address, kind, spec_json)
         if existed and stored is not None and stored != spec_json:
@@ -230,25 +231,6 @@ class Runtime:
         if not existed:
             self._cells.activate(address)
         return Address(address, existed=existed)
-
-    def _structure_spec(self, cls: type[Actor], spec: Any, address: str) -> Any:
-        if cls.spec_type is None:
-            if spec is not None and not isinstance(spec, dict):
-                raise BadRequest(f"the spec for {address!r} must be a JSON object, got {spec!r}")
-            encode_body(spec, what=f"the spec for {address!r}")
-            cls.check_spec(spec, self._cells.settings_for(cls.kind))
-            return spec
-        try:
-            typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
-                spec if spec is not None else {}, cls.spec_type
-            )  # fmt: skip
-        except Exception as exc:
-            raise BadRequest(
-                f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
-                f"{structure_error(exc)}"
-            ) from None
-        cls.check_spec(typed, self._cells.settings_for(cls.kind))
-        return converter.unstructure(typed)
 
     async def stop(self, address: str) -> str:
         """Stop an actor; returns its final status once it has stopped."""
@@ -269,28 +251,7 @@ class Runtime:
     async def inspect(self, address: str) -> ActorView:
         """The last committed snapshot and the bookkeeping around it."""
         await trio.lowlevel.checkpoint()
-        cls = self._kind_of(address)
-        record = await self._store.actor(address)
-        if record is None:
-            raise UnknownActor(f"there is no actor at {address!r}")
-        if record.state is not None:
-            state = loads(record.state)
-        else:
-            spec = loads(record.spec) if record.spec else None
-            if cls.spec_type is not None and spec is not None:
-                spec = converter.structure(spec, cls.spec_type)
-            state = converter.unstructure(cls.initial_state(spec))
-        return ActorView(
-            actor=address,
-            kind=record.kind,
-            status=self._status(address, record.status, record.final),
-            state=state,
-            cursor=record.cursor,
-            mailbox=record.unhandled,
-            head=record.event_head,
-            restarts=record.restarts,
-            last_error=self._last_error(address, record.last_error),
-        )
+        return await _views.inspect(self._cells, address)
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
         """Every actor (of ``kind``, with ``status``) and its mailbox size, in address order."""
@@ -309,56 +270,7 @@ class Runtime:
         """At most ``limit`` actors past the address ``after``, in address order,
         and the ``after`` of the next page (None when there is no more)."""
         await trio.lowlevel.checkpoint()
-        if limit < 1:
-            raise BadRequest(f"a page of actors needs a limit >= 1, got {limit!r}")
-        if status == "active":
-            return await self._active_page(kind, after, limit)
-        # Stored status: "active" is this runtime's own knowledge, so a page
-        # filtered by status may come out shorter than ``limit``.
-        records = await self._store.actors(kind, status=status, after=after, limit=limit + 1)
-        more = len(records) > limit
-        del records[limit:]
-        rows = []
-        for record in records:
-            info = ActorInfo(
-                record.address,
-                self._status(record.address, record.status, record.final),
-                record.unhandled,
-                record.restarts,
-            )
-            if status is None or info.status == status:
-                rows.append(info)
-        return rows, records[-1].address if more else None
-
-    async def _active_page(
-        self, kind: str | None, after: str | None, limit: int
-    ) -> tuple[builtins.list[ActorInfo], str | None]:
-        prefix = f"{kind}/" if kind is not None else ""
-        addresses = sorted(
-            a for a in self._cells.cells if a.startswith(prefix) and (after is None or a > after)
-        )
-        rows: list[ActorInfo] = []
-        for address in addresses:
-            record = await self._store.actor(address)
-            if record is None or record.final:
-                continue
-            if len(rows) == limit:
-                return rows, rows[-1].actor
-            rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
-        return rows, None
-
-    def _last_error(self, address: str, stored: bytes | None) -> dict[str, Any] | None:
-        cell = self._cells.cells.get(address)
-        if cell is not None and cell.commit_failure is not None:
-            return {"error": cell.commit_failure, "during": "commit"}
-        return loads(stored) if stored else None
-
-    def _status(self, address: str, stored: str, final: bool) -> str:
-        cell = self._cells.cells.get(address)
-        if not final and cell is not None:
-            # "failing": in memory, but the store refuses its commits (a full disk).
-            return "failing" if cell.commit_failure is not None else "active"
-        return stored
+        return await _views.list_page(self._cells, kind, status, after=after, limit=limit)
 
     @asynccontextmanager
     async def subscribe(
