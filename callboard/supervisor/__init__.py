@@ -10,7 +10,7 @@ against intensity in a `RestartWindow`.
 
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
-from ._cell import CellServices as CellServices
+from ._services import CellServices as CellServices
 from ._states import CellState as CellState
 from ._tree import ChildSpec as ChildSpec
 from ._tree import Strategy as Strategy

@@ -9,46 +9,26 @@ message, stops the actor as failed, or escalates, by the kind's policy).
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
 from .._retry import RestartWindow
 from ..actors import Actor, Context, Effects
-from ..codec import converter, dumps, loads, structure_error
+from ..codec import converter, dumps, loads
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
-from ..store import ActorRecord, Commit, CommitResult, Enqueue, NewEvent, Store
+from ..store import Commit, NewEvent
+from ._crashes import Verdict, crash_verdict, died_handling
+from ._inbox import Inbox
+from ._restore import restore
+from ._services import CellServices
 from ._states import CellState
 
 __all__ = ["ActorCell", "CellServices"]
 
 log = logging.getLogger("callboard.supervisor")
-
-
-class CellServices(Protocol):
-    """What the runtime provides to the cells it supervises."""
-
-    store: Store
-    inbox_limit: int
-    batch_max: int
-    passivate_after: float
-    passivation_slots: trio.Semaphore
-
-    def settings_for(self, kind: str) -> Mapping[str, Any]: ...
-    def wall_time(self) -> float: ...
-    def create_kind(self, kind: str) -> str | None: ...
-    def publish(self, event: Event) -> None: ...
-    def listening(self, address: str) -> bool: ...
-    def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None: ...
-    def timers_changed(self) -> None: ...
-    def forget(self, cell: ActorCell) -> None: ...
-    def gone(self, cell: ActorCell) -> None: ...
-    def cursor_advanced(self, address: str, cursor: int) -> None: ...
-    def counted(self, what: str, n: int = 1) -> None: ...
-    def predecessor(self, cell: ActorCell) -> ActorCell | None: ...
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -70,13 +50,7 @@ class ActorCell:
         self.final_status: str | None = None
         self.restarts = 0
         self._svc = services
-        self._inbox: deque[Message] = deque()
-        self._loaded_upto = 0
-        self._taken = 0
-        self._overflow = False
-        # Messages that became durable before the one they follow: acks wake
-        # their senders in any order, and each sender delivers its own.
-        self._ahead: dict[int, Message] = {}
+        self._inbox = Inbox(services.store, address, limit=services.inbox_limit)
         self._wakeup = trio.Event()
         self._passivation_requested = False
         self._slot_wait: trio.CancelScope | None = None
@@ -100,57 +74,20 @@ class ActorCell:
     # -- the mailbox, in memory --------------------------------------------
 
     async def _fill(self) -> None:
-        """Load unhandled messages from the store, from the committed cursor on.
-
-        Deliveries that arrive while it reads are not kept in memory: the
-        cell is ``LOADING`` and marks them to be read from the store, which
-        holds every message acked before they were delivered.
-        """
+        """Load unhandled messages from the store, from the committed cursor on
+        (a delivery meanwhile is read from the store afterwards: `Inbox.load`)."""
         self.state = CellState.LOADING
         record = await self._svc.store.actor(self.address)
-        self._taken = record.cursor if record is not None else 0
-        self._inbox.clear()
-        await self._reload()
-
-    async def _reload(self) -> None:
-        self._ahead.clear()
-        self._overflow = False
-        rows = await self._svc.store.pending(self.address, self._taken, self._svc.inbox_limit)
-        self._inbox.extend(Message.from_record(r) for r in rows)
-        self._loaded_upto = rows[-1].seq if rows else self._taken
-        # A delivery during the read (overflow set meanwhile) is read next time.
-        self._overflow = self._overflow or len(rows) >= self._svc.inbox_limit
+        await self._inbox.load(record.cursor if record is not None else 0)
 
     def deliver(self, message: Message) -> None:
         """A message just became durable; keep it in order, or read it from the store later."""
-        seq = message.seq
-        if self.state is CellState.LOADING:
-            self._overflow = True  # the store has it; read once the load is done
-            self._work_arrived()
-            return
-        if seq <= self._loaded_upto:
-            return
-        if self._overflow or len(self._inbox) + len(self._ahead) >= self._svc.inbox_limit:
-            # Past the window kept in memory: it will be read from the store.
-            self._overflow = True
-        elif seq == self._loaded_upto + 1:
-            self._inbox.append(message)
-            ahead = self._ahead
-            while ahead:
-                following = ahead.pop(seq + 1, None)
-                if following is None:
-                    break
-                self._inbox.append(following)
-                seq += 1
-            self._loaded_upto = seq
-        else:
-            # Its predecessor comes next, or the store has it (see the mailbox loop).
-            self._ahead[seq] = message
+        self._inbox.deliver(message)
         self._work_arrived()
 
     def poke(self) -> None:
         """Something arrived that was not delivered in memory (a fired timer)."""
-        self._overflow = True
+        self._inbox.poke()
         self._work_arrived()
 
     def _work_arrived(self) -> None:
@@ -255,7 +192,7 @@ class ActorCell:
             self.final_status = record.status if record else None
             self.state = CellState.ENDED
             return
-        actor = self._instantiate(record)
+        actor = restore(self.kind, self.address, record)
         self._actor = actor
         self._cursor = record.cursor
         self._last_state = record.state
@@ -289,9 +226,9 @@ class ActorCell:
                     await self._commit()
                 return
             if not self._inbox:
-                if self._overflow or self._ahead:
+                if self._inbox.stale:
                     # The store has everything after the last message taken.
-                    await self._reload()
+                    await self._inbox.reload()
                     continue
                 # Idle: the runtime's sweeper asks us to passivate when this
                 # lasted long enough (one sweeper, not a timer per message).
@@ -312,7 +249,7 @@ class ActorCell:
                     finally:
                         self._svc.passivation_slots.release()
                 continue
-            batch = self._take_batch()
+            batch = self._inbox.take(self._svc.batch_max)
             first = batch[0]
             if first.attempt > policy.max_attempts:
                 async with self._lock:
@@ -335,17 +272,6 @@ class ActorCell:
             finally:
                 self._lock.release()
 
-    def _take_batch(self) -> list[Message]:
-        # A message that was attempted before runs alone, so that a poison
-        # message is told apart from the innocent ones batched with it.
-        first = self._inbox.popleft()
-        batch = [first]
-        if first.attempt == 1:
-            while self._inbox and len(batch) < self._svc.batch_max and self._inbox[0].attempt == 1:
-                batch.append(self._inbox.popleft())
-        self._taken = batch[-1].seq
-        return batch
-
     async def _passivation_turn(self) -> bool:
         """Wait for one of the runtime's passivation slots; False if work came first.
 
@@ -365,8 +291,7 @@ class ActorCell:
     def _can_passivate(self) -> bool:
         return (
             not self._inbox
-            and not self._overflow
-            and not self._ahead
+            and not self._inbox.stale
             and not self._stop_requested
             and self._activities is not None
             and not self._activities.child_tasks
@@ -467,14 +392,7 @@ class ActorCell:
         self._pending_dead_letter = (message.seq, error_json)
 
     def _died_handling(self, message: Message) -> CrashReason:
-        if self._last_error is not None and self._last_error_seq == message.seq:
-            data = loads(self._last_error)
-            return CrashReason(data["type"], data["message"], data.get("traceback", ""))
-        return CrashReason(
-            "ProcessDied",
-            f"the runtime process ended {message.attempt - 1} times while handling "
-            f"message {message.seq} of {self.address}",
-        )
+        return died_handling(message, self.address, self._last_error, self._last_error_seq)
 
     # -- crashes ----------------------------------------------------------------
 
@@ -488,26 +406,22 @@ class ActorCell:
         self._actor = None
         error_json = dumps({**reason.to_json(), "seq": failed_seq})
         exceeded = self._restart_window.record(trio.current_time())
-        if isinstance(exc, StateError) or policy.restart == "temporary":
+        verdict = crash_verdict(policy, exc, exceeded, failed_seq, self._cursor)
+        if verdict is Verdict.ESCALATE:
             await self._fail(reason, error_json)
-            return False
-        if exceeded:
-            if policy.on_intensity == "escalate":
-                await self._fail(reason, error_json)
-                raise Escalation(
-                    f"{self.address} restarted more than {policy.intensity} times in "
-                    f"{policy.period}s; escalating: {reason.summary()}",
-                    reason,
-                ) from exc
-            if policy.on_intensity == "dead_letter" and failed_seq == self._cursor + 1:
-                message = next(
-                    iter(await self._svc.store.pending(self.address, self._cursor, 1)), None
-                )
-                if message is not None:
-                    self._restart_window.reset()
-                    self._dead_letter(Message.from_record(message), reason)
-                    await self._commit_lifecycle(cursor=failed_seq, last_error=error_json)
-                    return True
+            raise Escalation(
+                f"{self.address} restarted more than {policy.intensity} times in "
+                f"{policy.period}s; escalating: {reason.summary()}",
+                reason,
+            ) from exc
+        if verdict is Verdict.DEAD_LETTER:
+            message = next(iter(await self._svc.store.pending(self.address, self._cursor, 1)), None)
+            if message is not None:
+                self._restart_window.reset()
+                self._dead_letter(Message.from_record(message), reason)
+                await self._commit_lifecycle(cursor=failed_seq, last_error=error_json)
+                return True
+        if verdict is not Verdict.RESTART:
             await self._fail(reason, error_json)
             return False
         self.restarts += 1
@@ -524,30 +438,3 @@ class ActorCell:
 
     async def _commit_lifecycle(self, *, cursor: int | None = None, **fields: Any) -> None:
         await self._commit(cursor=cursor, **fields)
-
-    # -- restoring --------------------------------------------------------------
-
-    def _instantiate(self, record: ActorRecord) -> Actor:
-        cls = self.kind
-        try:
-            spec: Any = loads(record.spec) if record.spec is not None else None
-            if cls.spec_type is not None and spec is not None:
-                spec = converter.structure(spec, cls.spec_type)
-            if record.state is None:
-                state = cls.initial_state(spec)
-            else:
-                data = loads(record.state)
-                if record.state_version != cls.state_version and isinstance(data, dict):
-                    data = cls.migrate(data, record.state_version)
-                state = (
-                    data if cls.state_type is dict else converter.structure(data, cls.state_type)
-                )
-        except Exception as exc:
-            detail = structure_error(exc)
-            raise StateError(
-                f"the snapshot of {self.address!r} (version {record.state_version}) does not "
-                f"structure into {getattr(cls.state_type, '__qualname__', cls.state_type)} "
-                f"(version {cls.state_version}): {detail}; fix the state class or migrate it "
-                f"in {cls.__qualname__}.migrate()"
-            ) from exc
-        return cls(self.address, spec, state)

@@ -1,0 +1,112 @@
+"""An active actor's mailbox in memory: a window onto the store's, in seq order.
+
+The store holds every durable message; the inbox holds at most
+``inbox_limit`` of them, the next ones to handle. A message acked to its
+sender is delivered here at once (`deliver`); one that does not fit, or
+arrives while the inbox loads, or was never delivered in memory (a fired
+timer: `poke`), marks the inbox ``stale``, and the mailbox loop reads on from
+the store once what it holds is handled.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..mailbox import Message
+from ..store import Store
+
+__all__ = ["Inbox"]
+
+
+class Inbox:
+    """The next unhandled messages of ``address``, the rest left in ``store``."""
+
+    def __init__(self, store: Store, address: str, *, limit: int) -> None:
+        self._store = store
+        self._address = address
+        self._limit = limit
+        self._messages: deque[Message] = deque()
+        self._loaded_upto = 0
+        self._taken = 0
+        self._loading = True
+        self._stale = False
+        # Messages that became durable before the one they follow: acks wake
+        # their senders in any order, and each sender delivers its own.
+        self._ahead: dict[int, Message] = {}
+
+    async def load(self, cursor: int) -> None:
+        """Forget what is held and read from the store on, past ``cursor``.
+
+        Deliveries that arrive meanwhile are not kept: the store holds every
+        message acked before it was delivered, and they mark the inbox stale.
+        """
+        self._loading = True
+        self._taken = cursor
+        self._messages.clear()
+        await self.reload()
+
+    async def reload(self) -> None:
+        """Read on from the store past the last message taken."""
+        self._loading = True
+        self._ahead.clear()
+        self._stale = False
+        try:
+            rows = await self._store.pending(self._address, self._taken, self._limit)
+        finally:
+            self._loading = False
+        self._messages.extend(Message.from_record(r) for r in rows)
+        self._loaded_upto = rows[-1].seq if rows else self._taken
+        # A delivery during the read (stale meanwhile) is read the next time.
+        self._stale = self._stale or len(rows) >= self._limit
+
+    def deliver(self, message: Message) -> None:
+        """A message just became durable: keep it in order, or leave it to the store."""
+        seq = message.seq
+        if self._loading:
+            self._stale = True
+            return
+        if seq <= self._loaded_upto:
+            return
+        if self._stale or len(self._messages) + len(self._ahead) >= self._limit:
+            # Past the window kept in memory: it will be read from the store.
+            self._stale = True
+        elif seq == self._loaded_upto + 1:
+            self._messages.append(message)
+            ahead = self._ahead
+            while ahead:
+                following = ahead.pop(seq + 1, None)
+                if following is None:
+                    break
+                self._messages.append(following)
+                seq += 1
+            self._loaded_upto = seq
+        else:
+            # Its predecessor comes next, or the store has it (see `stale`).
+            self._ahead[seq] = message
+
+    def poke(self) -> None:
+        """Something is in the store's mailbox that was not delivered here."""
+        self._stale = True
+
+    @property
+    def stale(self) -> bool:
+        """True when the store may hold messages past what is held here."""
+        return self._stale or bool(self._ahead)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def take(self, batch_max: int) -> list[Message]:
+        """The next batch to handle (not empty: check ``len`` first).
+
+        A message that was attempted before runs alone, so that a poison
+        message is told apart from the innocent ones batched with it.
+        """
+        first = self._messages.popleft()
+        batch = [first]
+        if first.attempt == 1:
+            messages = self._messages
+            while messages and len(batch) < batch_max and messages[0].attempt == 1:
+                batch.append(messages.popleft())
+        self._taken = batch[-1].seq
+        return batch

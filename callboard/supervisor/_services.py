@@ -1,0 +1,44 @@
+"""`CellServices`: what a cell asks of the runtime that drives it.
+
+The runtime's directory of cells implements it; a cell knows nothing else
+of the runtime, so a message's way goes runtime → cell and back only
+through these calls, each made after the commit it reports is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from ..mailbox import Event
+from ..store import CommitResult, Enqueue, Store
+
+if TYPE_CHECKING:
+    from ._cell import ActorCell
+
+__all__ = ["CellServices"]
+
+
+class CellServices(Protocol):
+    """What the runtime provides to the cells it supervises."""
+
+    store: Store
+    inbox_limit: int
+    batch_max: int
+    passivate_after: float
+    passivation_slots: trio.Semaphore
+
+    def settings_for(self, kind: str) -> Mapping[str, Any]: ...
+    def wall_time(self) -> float: ...
+    def create_kind(self, kind: str) -> str | None: ...
+    def publish(self, event: Event) -> None: ...
+    def listening(self, address: str) -> bool: ...
+    def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None: ...
+    def timers_changed(self) -> None: ...
+    def forget(self, cell: ActorCell) -> None: ...
+    def gone(self, cell: ActorCell) -> None: ...
+    def cursor_advanced(self, address: str, cursor: int) -> None: ...
+    def counted(self, what: str, n: int = 1) -> None: ...
+    def predecessor(self, cell: ActorCell) -> ActorCell | None: ...
