@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
@@ -46,9 +45,8 @@ from ..mailbox import (
     encode_body,
     new_name,
 )
-from ..store import Enqueue, Store, open_store
+from ..store import Enqueue, Store
 from ..views import ActorInfo, ActorView
-from . import _services as services
 from . import _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
@@ -56,7 +54,7 @@ from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
 from ._statistics import RuntimeStatistics
 
-__all__ = ["Runtime", "RuntimeState", "open_runtime"]
+__all__ = ["Runtime", "RuntimeState"]
 
 log = logging.getLogger("callboard.runtime")
 
@@ -96,7 +94,7 @@ class Runtime:
             store, self._hub, kinds, config=config, clock=clock, settings=self.settings
         )
         # Ages that decide a deletion (keys, retention) go by this clock; keys are
-        # stamped by its other bound (see _key_clock).
+        # stamped by its other bound (see open_runtime).
         self._steady = SteadyWallClock(clock)
         self.retention = Retention(
             store,
@@ -383,61 +381,3 @@ class Runtime:
         await self._cells.await_cursor(address, seq).wait()
         if not self._cells.open:
             raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
-
-
-@asynccontextmanager
-async def open_runtime(
-    data: str | Path,
-    *,
-    kinds: Sequence[type[Actor]] = (),
-    config: RuntimeConfig | None = None,
-    clock: Callable[[], float] = time.time,
-    settings: Mapping[str, Any] | None = None,
-) -> AsyncIterator[Runtime]:
-    """Open the data directory, recover what a previous process left, run until exit.
-
-    Only one runtime may own ``data`` at a time (`DataDirectoryLocked`).
-    On exit every actor is cancelled where it stands; nothing durable depends
-    on that: the next runtime on ``data`` resumes from the last commits.
-    ``clock`` is the wall clock for timers (tests pass one driven by trio's).
-    Only the classes in ``kinds`` are registered: the agent's kinds come from
-    `callboard.agent.builtin_kinds`. ``settings`` reach every actor as
-    ``ctx.settings``, beside ``data_dir`` and under its kind's own.
-    """
-    config = config or RuntimeConfig()
-    async with open_store(data, clock=clock, queue_size=config.write_queue) as store:
-        rt = Runtime(store, kinds, config=config, clock=clock, settings=settings)
-        cells = rt._cells
-        store.on_recovered = cells.store_recovered
-        # An idempotency key is stamped by the wall clock, or where trio's clock
-        # has brought the wall clock of the opening if the wall clock is behind
-        # it; the pruner measures its age by the other bound, whichever ran
-        # less, so no key is forgotten before trio's clock has run its window:
-        # neither after a jump forward of the wall clock, nor after one back
-        # and its correction (see SteadyWallClock).
-        store.key_clock = rt._steady.never_behind
-        async with trio.open_nursery() as background:
-            try:
-                async with trio.open_nursery() as actors:
-                    cells.nursery = actors
-                    cells.state = RuntimeState.OPEN
-                    recovered = await services.recover(cells)
-                    if recovered:
-                        log.info("recovered %d actors with unfinished work", recovered)
-                    background.start_soon(services.run_timers, cells, name="timers")
-                    background.start_soon(
-                        services.prune_keys, cells, config, rt._steady, name="key pruning"
-                    )
-                    background.start_soon(rt.retention.serve, name="retention")
-                    background.start_soon(
-                        services.sweep_idle, cells, config.passivate_after, name="passivation"
-                    )
-                    try:
-                        yield rt
-                    finally:
-                        rt.closing.set()
-                        cells.close()
-                        actors.cancel_scope.cancel()
-            finally:
-                cells.state = RuntimeState.CLOSED
-                background.cancel_scope.cancel()

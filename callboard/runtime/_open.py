@@ -1,0 +1,87 @@
+"""`open_runtime`: the store, recovery, the background services, and closing.
+
+A runtime lives inside one ``async with``: two nurseries, one for the
+actors (cancelled first, when the block exits) and one for the services
+(timers, key pruning, retention, passivation), which outlive the actors so
+that nothing an actor awaits disappears under it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..actors import Actor
+from ..store import open_store
+from . import _services as services
+from ._config import RuntimeConfig
+from ._directory import RuntimeState
+from ._runtime import Runtime
+
+__all__ = ["open_runtime"]
+
+log = logging.getLogger("callboard.runtime")
+
+
+@asynccontextmanager
+async def open_runtime(
+    data: str | Path,
+    *,
+    kinds: Sequence[type[Actor]] = (),
+    config: RuntimeConfig | None = None,
+    clock: Callable[[], float] = time.time,
+    settings: Mapping[str, Any] | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open the data directory, recover what a previous process left, run until exit.
+
+    Only one runtime may own ``data`` at a time (`DataDirectoryLocked`).
+    On exit every actor is cancelled where it stands; nothing durable depends
+    on that: the next runtime on ``data`` resumes from the last commits.
+    ``clock`` is the wall clock for timers (tests pass one driven by trio's).
+    Only the classes in ``kinds`` are registered: the agent's kinds come from
+    `callboard.agent.builtin_kinds`. ``settings`` reach every actor as
+    ``ctx.settings``, beside ``data_dir`` and under its kind's own.
+    """
+    config = config or RuntimeConfig()
+    async with open_store(data, clock=clock, queue_size=config.write_queue) as store:
+        rt = Runtime(store, kinds, config=config, clock=clock, settings=settings)
+        cells = rt._cells
+        store.on_recovered = cells.store_recovered
+        # An idempotency key is stamped by the wall clock, or where trio's clock
+        # has brought the wall clock of the opening if the wall clock is behind
+        # it; the pruner measures its age by the other bound, whichever ran
+        # less, so no key is forgotten before trio's clock has run its window:
+        # neither after a jump forward of the wall clock, nor after one back
+        # and its correction (see SteadyWallClock).
+        store.key_clock = rt._steady.never_behind
+        async with trio.open_nursery() as background:
+            try:
+                async with trio.open_nursery() as actors:
+                    cells.nursery = actors
+                    cells.state = RuntimeState.OPEN
+                    recovered = await services.recover(cells)
+                    if recovered:
+                        log.info("recovered %d actors with unfinished work", recovered)
+                    background.start_soon(services.run_timers, cells, name="timers")
+                    background.start_soon(
+                        services.prune_keys, cells, config, rt._steady, name="key pruning"
+                    )
+                    background.start_soon(rt.retention.serve, name="retention")
+                    background.start_soon(
+                        services.sweep_idle, cells, config.passivate_after, name="passivation"
+                    )
+                    try:
+                        yield rt
+                    finally:
+                        rt.closing.set()
+                        cells.close()
+                        actors.cancel_scope.cancel()
+            finally:
+                cells.state = RuntimeState.CLOSED
+                background.cancel_scope.cancel()
