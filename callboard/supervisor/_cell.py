@@ -19,7 +19,8 @@ from ..actors import Actor, Context, Effects
 from ..codec import converter, dumps, loads
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
-from ..store import Commit, NewEvent
+from ..store import NewEvent
+from ._commits import build_commit
 from ._crashes import Verdict, crash_verdict, died_handling
 from ._inbox import Inbox
 from ._restore import restore
@@ -330,29 +331,13 @@ class ActorCell:
             snapshot = self._snapshot()
             state = snapshot if snapshot != self._last_state else None
             busy = self._actor.is_busy()
-        status, final = lifecycle.pop("status", None), lifecycle.pop("final", None)
         if self._pending_dead_letter is not None:
             lifecycle["dead_letter"], self._pending_dead_letter = self._pending_dead_letter, None
-        if effects.final_status is not None:
-            status, final = effects.final_status, True
-            effects.events.append(
-                NewEvent("actor.stopped", dumps({"status": status}), self.wall_time())
-            )
-        commit = Commit(
-            self.address,
-            state=state,
-            state_version=self.kind.state_version if state is not None else None,
-            cursor=cursor,
-            events=tuple(effects.events),
-            sends=tuple(effects.sends),
-            timers=tuple(effects.timers),
-            cancel_timers=tuple(effects.cancel_timers),
-            appends=tuple(effects.appends),
-            status=status,
-            final=final,
-            busy=False if final else busy,
-            **lifecycle,
-        )
+        commit = build_commit(
+            self.address, self.kind.state_version, effects, state, busy, cursor,
+            lifecycle, self.wall_time(),
+        )  # fmt: skip
+        status, final = commit.status, commit.final
         try:
             result = await self._svc.store.commit(commit)
         except (StoreUnavailable, UnknownOutcome) as exc:
