@@ -62,7 +62,9 @@ async def test_a_replay_of_many_big_events_yields_them_all_in_order_one_page_in_
                     held.append(stored_events_in_memory())
     assert head == 97  # actor.started, then 96 events of 64 K
     assert seqs == list(range(1, head + 1))
-    assert max(count for count, _ in held) <= 4
+    # One page at most: the first holds the small actor.started and four big
+    # events (the bytes bound decides), every other page four big events.
+    assert max(count for count, _ in held) <= 5
     assert max(size for _, size in held) <= config.replay_page_bytes
 
 
