@@ -79,8 +79,7 @@ class RemoteTasks:
 
         Without ``spec.workspace`` the task works in the server's workspace.
         """
-        spawned = await self._client.spawn(_KIND, converter.unstructure(spec), name=name)
-        return spawned.address
+        return await self._client.spawn(_KIND, converter.unstructure(spec), name=name)
 
     async def send(self, handle: str, text: str, *, key: str | None = None) -> str:
         """Send a follow-up message; returns its id once it is durable.
