@@ -519,6 +519,15 @@ class Runtime:
         if self._closed:
             raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
 
+    async def read_log(
+        self, address: str, log: str, start: int = 0, limit: int = 1000
+    ) -> builtins.list[Any]:
+        """At most ``limit`` items of ``address``'s log ``log`` (`Context.append`)
+        from index ``start`` on, each decoded from its JSON."""
+        await trio.lowlevel.checkpoint()
+        self._kind_of(address)
+        return [loads(item) for item in self.store.read_log(address, log, start, limit)]
+
     # -- what cells ask of the runtime ---------------------------------------------
 
     def wall_time(self) -> float:
