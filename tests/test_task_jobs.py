@@ -41,7 +41,7 @@ async def test_a_task_whose_command_times_out_answers_after_the_jobs_completion(
             async with rt.subscribe(handle, after=0) as sub:
                 watch = Watch(sub)
                 await watch.until("turn.completed")
-                unsettled = tasks.terminal(handle)
+                unsettled = await tasks.terminal(handle)
                 (workspace / "go").touch()
                 outcome = await tasks.wait(handle, timeout=20)
                 await watch.until("task.settled")

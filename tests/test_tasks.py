@@ -57,7 +57,7 @@ async def test_a_task_killed_mid_tool_round_is_continued_not_settled_on_the_cut_
         async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             tasks = Tasks(rt)
             # Nothing has run yet in this runtime: recovery only scheduled the task.
-            assert tasks.terminal(life.handle) is None
+            assert await tasks.terminal(life.handle) is None
             record = settled(await tasks.wait(life.handle, timeout=20))
             types = await events_of(rt, life.handle, "task.settled")
     assert life.process.returncode == -9
@@ -123,9 +123,9 @@ async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_record
                 outside.start_soon(waiting, tasks, handle, message_id, None)
                 await model.wait_for_requests(1)
                 await trio.testing.wait_all_tasks_blocked()
-                assert outcomes == [] and tasks.is_attached(handle)
+                assert outcomes == [] and await tasks.is_attached(handle)
         assert outcomes == [WaitTimedOut(attached=False)] * 3
-        assert not tasks.is_attached(handle)
+        assert not await tasks.is_attached(handle)
         with trio.fail_after(1):  # a closed runtime drives nothing: the wait ends at once
             assert await tasks.wait(handle, timeout=10) == WaitTimedOut(attached=False)
         assert len(model.requests) == 1
@@ -221,7 +221,7 @@ async def test_cancel_settles_cancelled_at_once_and_closes_the_model_stream(data
             await model.wait_for_requests(1)
             message_id = await tasks.send(handle, MESSAGE)
             assert await tasks.cancel(handle) == Cancelled()
-            assert tasks.terminal(handle) == Cancelled()
+            assert await tasks.terminal(handle) == Cancelled()
             assert (await rt.inspect(handle)).status == "cancelled"
             unanswered = settled(await tasks.wait_message(handle, message_id, timeout=10))
             await model.wait_for_disconnects(1)
@@ -283,9 +283,9 @@ async def test_a_wait_that_times_out_says_the_live_runtime_is_still_attached(dat
             handle = await tasks.spawn(spec(model))
             await model.wait_for_requests(1)
             assert await tasks.wait(handle, timeout=0.05) == WaitTimedOut(attached=True)
-            assert tasks.is_attached(handle) and tasks.terminal(handle) is None
+            assert await tasks.is_attached(handle) and await tasks.terminal(handle) is None
             await tasks.cancel(handle)
-            assert not tasks.is_attached(handle)
+            assert not await tasks.is_attached(handle)
 
 
 async def test_a_task_without_a_model_fails_saying_how_to_configure_one(
@@ -315,7 +315,7 @@ async def test_a_spec_is_checked_and_the_workspace_defaults_to_the_runtimes(
             with pytest.raises(callboard.BadRequest, match="a task needs a workspace"):
                 await Tasks(rt).spawn(RunSpec(PROMPT))
             with pytest.raises(callboard.BadAddress, match="is not a task handle"):
-                Tasks(rt).terminal("session/s1")
+                await Tasks(rt).terminal("session/s1")
         async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
             handle = await Tasks(rt).spawn(RunSpec(PROMPT), name="t1")
             settled(await Tasks(rt).wait(handle, timeout=10))  # no model: it fails at once
@@ -343,7 +343,7 @@ async def test_stopping_a_task_settles_it_cancelled_and_closes_the_model_stream(
             handle = await tasks.spawn(spec(model))
             await model.wait_for_requests(1)
             assert await rt.stop(handle) == "cancelled"
-            assert tasks.terminal(handle) == Cancelled()
+            assert await tasks.terminal(handle) == Cancelled()
             await model.wait_for_disconnects(1)
     assert len(model.requests) == 1
 

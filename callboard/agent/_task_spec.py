@@ -1,9 +1,8 @@
 """What a task is made of: its snapshot (`TaskState`) and its stored terminal.
 
-Pure data (no trio), shared by the ``task`` kind (``_task``) and the callers'
-facade (``_tasks_api``), which reads a task's snapshot to answer a wait. The
-spec (`RunSpec`) is in `callboard.views`, which the client shares; it is
-named here too, for the kind.
+Pure data (no trio), for the ``task`` kind (``_task``). The spec (`RunSpec`),
+the task kind's name and `message_id_for` are in `callboard.views`, which the
+client shares; they are named here too, for the kind.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Literal
 
 import attrs
 
-from ..views import DEFAULT_TASK_SYSTEM_PROMPT, RunSpec
+from ..views import DEFAULT_TASK_SYSTEM_PROMPT, TASK_KIND, RunSpec, message_id_for
 from ._journal import TurnJournal
 
 __all__ = [
@@ -35,9 +34,6 @@ PROMPT_ID = "prompt"
 CONVERSATION_LOG = "conversation"
 """The log holding a task's conversation (one OpenAI message per item)."""
 
-TASK_KIND = "task"
-"""The kind of tasks: their addresses are ``task/<id>``."""
-
 NO_WORKSPACE_HELP = (
     "a task needs a workspace: give RunSpec(workspace=...) or open the runtime with "
     "the agent's kinds bound to one: kinds=builtin_kinds({'workspace': ...})"
@@ -45,12 +41,6 @@ NO_WORKSPACE_HELP = (
 
 TerminalStatus = Literal["succeeded", "failed", "cancelled", "deadline_exceeded"]
 """The actor status a task settles with (``ctx.stop``)."""
-
-
-def message_id_for(seq: int) -> str:
-    """The id of the follow-up message at mailbox position ``seq``: stable across
-    restarts, and the same for a repeated send with one idempotency key."""
-    return f"msg-{seq}"
 
 
 @attrs.define

@@ -99,7 +99,8 @@ class Client:
 
     @property
     def tasks(self) -> RemoteTasks:
-        """The `callboard.agent.Tasks` operations on this server's tasks (one, cached)."""
+        """The task operations (`callboard.views.TaskOperations`) on this server's
+        tasks, as ``rt.tasks`` offers them on an embedded runtime (one, cached)."""
         if self._tasks is None:
             self._tasks = RemoteTasks(self)
         return self._tasks

@@ -47,7 +47,7 @@ from ..mailbox import (
 )
 from ..store import CommitResult, Enqueue, SqliteStore, StoredAck, open_sqlite_store
 from ..supervisor import ActorCell
-from ..views import ActorInfo, ActorView
+from ..views import ActorInfo, ActorView, TaskOperations
 from ._config import RuntimeConfig
 from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
@@ -163,7 +163,7 @@ class Runtime:
         self.closing = trio.Event()
         """Set when the runtime starts to close, before any actor is cancelled."""
         self._counts: Counter[str] = Counter()
-        self._tasks: Any = None
+        self._tasks: TaskOperations | None = None
 
     # -- kinds -----------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class Runtime:
     # -- the embedding API -------------------------------------------------------
 
     @property
-    def tasks(self) -> Any:
+    def tasks(self) -> TaskOperations:
         """Autonomous tasks on this runtime (`callboard.Tasks`): spawn, send, wait,
         cancel. Offered by the kind registered as ``task`` (`Actor.caller`), e.g.
         the agent's, from `callboard.agent.builtin_kinds`."""
