@@ -62,10 +62,11 @@ async def test_spawn_returns_the_address_and_whether_it_already_existed(tmp_path
             new = await client.spawn("box", {"label": "x"}, name="b1")
             same = await client.spawn("box", {"label": "x"}, name="b1")
             generated = await client.spawn("box")
-    assert new == ("box/b1", False)
-    assert same == ("box/b1", True)
-    assert (generated.address.kind, generated.existed) == ("box", False)
-    assert generated.address != "box/b1"
+    assert (new, new.existed) == ("box/b1", False)
+    assert (same, same.existed) == ("box/b1", True)
+    assert isinstance(new, callboard.Address) and isinstance(same, callboard.Address)
+    assert (generated.kind, generated.existed) == ("box", False)
+    assert generated != "box/b1"
 
 
 async def test_list_gives_every_actor_and_filters_by_kind_and_status(tmp_path):

@@ -158,3 +158,26 @@ async def test_an_ssh_executor_to_a_host_the_operator_did_not_allow_is_refused(t
     allowed = _spec(workspace, executor={"ssh": {"host": "build.example"}})
     with trio.fail_after(10):
         assert await _spawn(tmp_path / "b", settings, allowed) == "session/s1"
+
+
+async def test_a_task_spec_checks_its_executors_shape_and_the_host_refuses_what_it_cannot_run(
+    tmp_path, workspace
+):
+    """`RunSpec` is shared with the client, so it checks only the executor's shape;
+    what the host will not run (an ssh option that runs commands here) is refused
+    at spawn, before the spec is stored."""
+    with pytest.raises(TypeError, match=r"^'executor': a job executor is None or"):
+        callboard.RunSpec("p", executor={"ssh": {}})
+    with pytest.raises(TypeError, match=r"^'executor': an ssh executor takes host, .*'env'"):
+        callboard.RunSpec("p", executor={"ssh": {"host": "h", "env": {}}})
+    executor = {"ssh": {"host": "127.0.0.1", "options": ["ProxyCommand=touch pwned"]}}
+    spec = {"prompt": "p", "workspace": str(workspace), "executor": executor}
+    assert callboard.RunSpec("p", executor=executor).executor == executor
+    with trio.fail_after(10), pytest.raises(callboard.BadRequest) as refused:
+        await _spawn(tmp_path, {}, spec, kind="task")
+    assert str(refused.value).startswith(
+        "the spec's 'executor': ssh option 'ProxyCommand' is not allowed"
+    )
+    async with callboard.open_runtime(tmp_path / "data", kinds=KINDS) as rt:
+        assert await rt.list(kind="task") == []
+    assert not (tmp_path / "pwned").exists()

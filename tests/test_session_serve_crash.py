@@ -102,7 +102,7 @@ async def test_sigkill_of_serve_mid_tool_round_continues_the_turn_for_a_reconnec
                         async with serving(data, first.port, model):
                             await completed.wait()
                             resumes = events.statistics().resumes
-    assert spawned == ("session/s1", False)
+    assert (spawned, spawned.existed) == ("session/s1", False)
     durable = [e for e in seen if e.seq is not None]
     assert [e.seq for e in durable] == list(range(1, len(durable) + 1))
     assert [e.type for e in durable] == [

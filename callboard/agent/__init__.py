@@ -12,12 +12,14 @@ General layout, bottom up:
   their commands run (this machine, or another over ssh).
 - ``_session_spec``, ``_session``: the `Session` actor kind (``session``): a
   conversation and a prompt queue driven by messages.
-- ``_task_spec``: what a task is made of: `RunSpec`, `TaskState`, the stored terminal.
+- ``_task_spec``: what a task is made of: `TaskState`, the stored terminal (its
+  spec, `RunSpec`, is in `callboard.views`, which the client shares).
 - ``_task``: the `Task` actor kind (``task``): an autonomous run from a
   `RunSpec` to a typed terminal, answering follow-up messages on the way.
 - ``_kinds``: `builtin_kinds`, the kinds this layer offers the runtime.
 - ``_tasks_api``: `Tasks`, the caller's side of tasks (spawn, send, wait,
-  cancel) and its outcome types.
+  cancel) on this runtime; the outcome types and what a read of a task means
+  are in `callboard.views`, shared with `callboard.client.RemoteTasks`.
 """
 
 from ._journal import CANCELLED_RESULT as CANCELLED_RESULT

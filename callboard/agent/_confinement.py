@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecRefused
+from ..errors import BadRequest, SpecRefused
 from ..llm import API_KEY_ENV_VARS
+from ._executor_spec import check_executor
 
 __all__ = [
     "check_executor_host",
@@ -132,7 +133,17 @@ def model_key(
 
 
 def check_executor_host(executor: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> None:
-    """Refuse an ssh executor whose host the operator did not allow."""
+    """Refuse an executor this host will not run: one it cannot build (a host name
+    that is not one, an ssh option off the allowlist) with `BadRequest`, and an ssh
+    host the operator did not allow with `SpecRefused`.
+
+    A `RunSpec` checks only its executor's shape (the client builds specs too),
+    so this is where a task's executor is built once before it is stored.
+    """
+    try:
+        check_executor(None, None, executor)
+    except TypeError as exc:
+        raise BadRequest(f"the spec's {exc}") from None
     allowed = settings.get("allowed_ssh_hosts")
     if executor is None or allowed is None:
         return

@@ -6,6 +6,10 @@ through the system ``ssh`` (`callboard.tools.SshExecutor`); the workspace and
 the jobs directory are then paths on that machine. The description itself
 is stored (in the spec, and in each ``job`` actor's ``watch``), and the
 executor is made from it where it is used (`callboard.jobs.executor_from`).
+
+`RunSpec` (in `callboard.views`, which the client shares) checks only the
+description's shape; ``check_executor`` builds it, as the host does, and the
+``task`` kind calls it at spawn (``_confinement.check_executor_host``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from typing import Any
 from ..errors import ToolError
 from ..jobs import executor_from
 from ..tools import Confinement
+from ..views._run_spec import check_key_env
+
+# ``check_key_env`` is pure and lives with `RunSpec` in `callboard.views`; it is
+# named here too, next to ``check_executor``, for the specs of this layer.
 
 __all__ = ["check_executor", "check_key_env"]
 
@@ -34,11 +42,3 @@ def check_executor(instance: Any, attribute: Any, description: object) -> None:
         executor_from(description, confinement=Confinement())  # only checks the description
     except (ToolError, ValueError, TypeError) as exc:
         raise TypeError(f"'executor': {exc}") from None
-
-
-def check_key_env(instance: Any, attribute: Any, value: object) -> None:
-    """An attrs validator: ``api_key_env`` is None or an environment variable's name."""
-    if value is None:
-        return
-    if not isinstance(value, str) or not value.replace("_", "a").isalnum() or value[0].isdigit():
-        raise TypeError(f"'api_key_env' must name an environment variable, got {value!r}")

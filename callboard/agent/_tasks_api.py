@@ -1,21 +1,19 @@
-"""`Tasks`: spawn autonomous tasks on a live runtime, talk to them, wait for their terminal.
+"""`Tasks`: the task operations (`callboard.views.TaskOperations`) on a live runtime.
 
 The facade is thin on purpose: every operation is a message to the task's
 mailbox (durable before it returns) or a read of the task's last committed
-snapshot, and every wait is a subscription to the task's events that reads
-the snapshot again after each one. So a wait sees nothing the runtime could
-forget, and it works the same for a task this runtime is driving and for one
-that settled long ago.
+snapshot through ``rt.inspect``, and every wait is a subscription to the
+task's events that reads the snapshot again after each one that may end it.
+So a wait sees nothing the runtime could forget, and it works the same for
+a task this runtime is driving and for one that settled long ago. What the
+reads mean (a record, a terminal, a reply) is decided in
+``callboard.views._task_logic``, which `callboard.client.RemoteTasks` shares.
 
 Outcomes::
 
     wait(...)      -> Settled(TaskRecord) | WaitTimedOut(attached)
     terminal(...)  -> None | Succeeded(result) | Failed(error) | Cancelled()
                       | DeadlineExceeded()
-
-``timeout=`` on the waits is part of the contract rather than a cancel scope
-(ASYNC109): running out of time is an outcome that says whether the task is
-still attached, not an exception.
 
 A wait ends with `WaitTimedOut` when its timeout passes (``attached`` says
 whether this runtime is still driving the task) and, at once, with
@@ -24,33 +22,60 @@ from outside the runtime's ``async with`` block is not left hanging on a
 runtime that will never answer. The task itself is untouched by that: what
 its turn had not committed is not recorded, and the next runtime on the data
 directory takes it up.
+
+A message to a settled task is refused by the store, atomically: settling
+is one commit that also makes the task's actor final, and the store's
+enqueue refuses a final actor (`ActorStopped`). ``send`` and ``approve`` do
+not inspect before they send; they only reword the refusal for tasks.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from ..codec import converter
-from ..errors import ActorStopped, BadAddress, BadMessage, BadRequest, RuntimeClosed, UnknownActor
-from ..mailbox import Address, parse_address
-from ._task_spec import (
-    CONVERSATION_LOG,
-    NO_WORKSPACE_HELP,
+from ..errors import ActorStopped, BadRequest, CallboardError, RuntimeClosed
+from ..mailbox import Address, Event
+from ..views import (
     TASK_KIND,
+    Cancelled,
+    DeadlineExceeded,
+    Failed,
     RunSpec,
-    TaskOutcome,
-    TaskState,
+    Settled,
+    Succeeded,
+    TaskOperations,
+    TaskRecord,
+    Terminal,
+    WaitOutcome,
+    WaitTimedOut,
     message_id_for,
 )
+from ..views._actors import ActorView
+from ..views._task_logic import (
+    answer_in,
+    approve_body,
+    check_text,
+    is_attached_view,
+    message_progress,
+    might_settle,
+    replied,
+    settled_record,
+    settled_refusal,
+    task_address,
+    task_record,
+)
+from ._task_spec import CONVERSATION_LOG, NO_WORKSPACE_HELP
 
 if TYPE_CHECKING:
     from ..runtime import Runtime, Subscription
 
+# The outcome types live in `callboard.views`; they are named here too, where
+# ``callboard.agent`` has always found them.
 __all__ = [
     "Cancelled",
     "DeadlineExceeded",
@@ -64,75 +89,12 @@ __all__ = [
     "WaitTimedOut",
 ]
 
-
-@attrs.frozen
-class Succeeded:
-    """The model answered and nothing was left to answer: ``result`` is its last answer."""
-
-    result: str
+_Found = Callable[[ActorView], Awaitable[TaskRecord | None]]
 
 
-@attrs.frozen
-class Failed:
-    """The task could not go on (the model could not be asked, the actor failed)."""
-
-    error: str
-
-
-@attrs.frozen
-class Cancelled:
-    """Cancelled (or stopped) before it settled otherwise."""
-
-
-@attrs.frozen
-class DeadlineExceeded:
-    """The spec's deadline passed before the task settled."""
-
-
-Terminal = Succeeded | Failed | Cancelled | DeadlineExceeded
-
-
-@attrs.frozen
-class TaskRecord:
-    """A task as its last commit left it.
-
-    ``status`` is ``running`` or the terminal's status word. ``result`` is, for
-    `Tasks.wait`, the ``Succeeded`` result; for `Tasks.wait_message`, the reply
-    to ``message_id`` (None if the task settled without answering it).
-    """
-
-    handle: str
-    status: str
-    terminal: Terminal | None
-    result: str | None = None
-    message_id: str | None = None
-
-
-@attrs.frozen
-class Settled:
-    """The wait is over: the task settled, or the message it waited for was answered."""
-
-    record: TaskRecord
-
-
-@attrs.frozen
-class WaitTimedOut:
-    """The wait ended first; ``attached`` tells whether a live runtime still drives the task."""
-
-    attached: bool
-
-
-WaitOutcome = Settled | WaitTimedOut
-
-
-# What inspect reports for an actor that still takes messages: the store
-# holds "idle" until the final commit sets the status it ended with.
-_LIVE = frozenset({"idle", "active", "failing"})
-
-
-class Tasks:
+class Tasks(TaskOperations):
     """Tasks on one runtime: ``Tasks(rt)``, on a runtime whose kinds include the
-    agent's (`builtin_kinds`).
+    agent's (`builtin_kinds`); ``rt.tasks`` is one.
 
     Handles are task addresses (``task/<id>``); any ``str`` of one works.
     """
@@ -157,21 +119,22 @@ class Tasks:
         """Send a follow-up message; returns its id once it is durable.
 
         The task answers it in its own turn (see `wait_message`). A repeated
-        send with the same ``key`` returns the same id and is not answered twice.
+        send with the same ``key`` returns the same id and is not answered
+        twice, even once the task has settled. A message that became durable
+        just before the task settled is not answered (`wait_message` ends
+        with no reply).
 
         Raises:
-            ActorStopped: the task has settled and takes no more messages.
+            ActorStopped: the task has settled and takes no more messages (the
+                store refused the message: there is no window between a check
+                and the send).
         """
-        address = _address(handle)
-        if not isinstance(text, str) or not text.strip():
-            raise BadMessage(f"a message to {address} needs non-empty text, got {text!r}")
-        record = await self.record(address)
-        if record.terminal is not None:
-            raise ActorStopped(
-                f"{address} has settled ({record.status}) and takes no more messages; "
-                "spawn a new task to go on"
-            )
-        ack = await self._rt.send(address, "message", {"text": text}, key=key)
+        address = task_address(handle)
+        check_text(address, text)
+        try:
+            ack = await self._rt.send(address, "message", {"text": text}, key=key)
+        except ActorStopped:
+            raise await self._refusal(address) from None
         return message_id_for(ack.seq)
 
     async def wait(self, handle: str, timeout: float | None = None) -> WaitOutcome:  # noqa: ASYNC109
@@ -179,13 +142,12 @@ class Tasks:
 
         ``timeout`` is in seconds (None: no limit). Cancel-safe: it only reads.
         """
-        address = _address(handle)
 
-        async def settled() -> TaskRecord | None:
-            record = await self.record(address)
-            return record if record.terminal is not None else None
+        async def settled(view: ActorView) -> TaskRecord | None:
+            await trio.lowlevel.checkpoint()
+            return settled_record(view)
 
-        return await self._wait_for(address, settled, timeout)
+        return await self._wait_for(task_address(handle), settled, might_settle, timeout)
 
     async def wait_message(
         self,
@@ -194,20 +156,23 @@ class Tasks:
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> WaitOutcome:
         """Wait for the reply to ``message_id``: `Settled` with ``record.result`` the
-        reply (None when the task settled without answering it), or `WaitTimedOut`."""
-        address = _address(handle)
+        reply (None when the task settled without answering it), or `WaitTimedOut`.
 
-        async def answered() -> TaskRecord | None:
-            status, state, terminal = await self._load(address)
-            entry = next((m for m in state.messages if m.id == message_id), None)
-            if entry is not None and entry.status == "answered" and entry.reply_at is not None:
-                reply = (await self._logged(address, entry.reply_at)).get("content")
-                return TaskRecord(address, status, terminal, reply, message_id)
-            if terminal is not None:
-                return TaskRecord(address, status, terminal, None, message_id)
-            return None
+        The reply is read from the task's conversation log."""
+        address = task_address(handle)
 
-        return await self._wait_for(address, answered, timeout)
+        async def answered(view: ActorView) -> TaskRecord | None:
+            progress = message_progress(view, message_id)
+            if progress.reply_at is not None:
+                reply = (await self._logged(address, progress.reply_at)).get("content")
+                return replied(progress.record, message_id, reply)
+            await trio.lowlevel.checkpoint()
+            return replied(progress.record, message_id, None) if progress.unanswered else None
+
+        def rereads(event: Event) -> bool:
+            return might_settle(event) or answer_in(event, message_id) is not None
+
+        return await self._wait_for(address, answered, rereads, timeout)
 
     async def terminal(self, handle: str) -> Terminal | None:
         """The task's terminal as last committed, or None while it runs."""
@@ -215,19 +180,16 @@ class Tasks:
 
     async def record(self, handle: str) -> TaskRecord:
         """The task as last committed (``result``: its ``Succeeded`` result, if any)."""
-        address = _address(handle)
-        status, _, terminal = await self._load(address)
-        result = terminal.result if isinstance(terminal, Succeeded) else None
-        return TaskRecord(address, status, terminal, result)
+        return task_record(await self._rt.inspect(task_address(handle)))
 
     async def is_attached(self, handle: str) -> bool:
         """Whether a live runtime (this one) is driving the task: it is open, the
         task has not settled, and the task is active here."""
-        address = _address(handle)
+        address = task_address(handle)
         if not self._rt.is_active(address):
             await trio.lowlevel.checkpoint()
             return False
-        return (await self._rt.inspect(address)).status in _LIVE
+        return is_attached_view(await self._rt.inspect(address))
 
     async def cancel(self, handle: str) -> Terminal:
         """Settle the task ``Cancelled`` (closing its model stream, stopping a running
@@ -237,12 +199,14 @@ class Tasks:
             RuntimeClosed: the runtime closed first; the cancel is durable and the
                 next runtime on the data directory settles the task.
         """
-        address = _address(handle)
+        address = task_address(handle)
         current = await self.terminal(address)
         if current is not None:
-            await trio.lowlevel.checkpoint()
             return current
-        await self._rt.send(address, "cancel")
+        try:
+            await self._rt.send(address, "cancel")
+        except ActorStopped:
+            return await self._settled_terminal(address)  # it settled since it was read
         outcome = await self.wait(address)
         if isinstance(outcome, WaitTimedOut):
             raise RuntimeClosed(
@@ -258,55 +222,68 @@ class Tasks:
         """Answer an ``approval.requested`` (``approve="ask"``); durable once it returns.
 
         Without ``call_id``, it answers the one call that waits (if only one does).
+
+        Raises:
+            ActorStopped: the task has settled.
         """
-        body: dict[str, object] = {"approved": approved}
-        if call_id is not None:
-            body["call_id"] = call_id
-        await self._rt.send(_address(handle), "approve", body)
+        address = task_address(handle)
+        try:
+            await self._rt.send(address, "approve", approve_body(call_id, approved))
+        except ActorStopped:
+            raise await self._refusal(address) from None
 
     # -- reading and waiting ----------------------------------------------------
 
-    async def _load(self, address: str) -> tuple[str, TaskState, Terminal | None]:
+    async def _refusal(self, address: str) -> ActorStopped:
+        """The store refused a message: the task is final. Read it (after the
+        refusal, so nothing can change) only to name its terminal."""
         try:
-            view = await self._rt.inspect(address)
-        except UnknownActor:
-            raise UnknownActor(f"there is no task at {address!r}") from None
-        state = converter.structure(view.state, TaskState)
-        terminal = _terminal(state.terminal)
-        final = view.status not in _LIVE
-        if terminal is None and final:
-            # The actor ended without settling (it failed its restarts).
-            error = view.last_error or {}
-            terminal = Failed(f"the task's actor {view.status}: {error.get('message', '')}")
-        status = state.terminal.status if state.terminal is not None else view.status
-        return (status if final else "running"), state, terminal
+            record: TaskRecord | None = await self.record(address)
+        except CallboardError:
+            record = None
+        return settled_refusal(address, record)
+
+    async def _settled_terminal(self, address: str) -> Terminal:
+        terminal = await self.terminal(address)
+        assert terminal is not None, "a final task's record always has a terminal"
+        return terminal
 
     async def _logged(self, address: str, index: int) -> dict[str, Any]:
-        (logged,) = await self._rt.read_log(address, CONVERSATION_LOG, index, 1)
-        return cast(dict[str, Any], logged)
+        (item,) = await self._rt.read_log(address, CONVERSATION_LOG, index, 1)
+        return item if isinstance(item, dict) else {}
 
     async def _wait_for(
         self,
         address: str,
-        found: Callable[[], Awaitable[TaskRecord | None]],
+        found: _Found,
+        rereads: Callable[[Event], bool],
         timeout: float | None,  # noqa: ASYNC109
     ) -> WaitOutcome:
+        """Read the snapshot, then subscribe after it and read it again after each
+        event ``rereads`` picks, until ``found`` gives a record."""
         closing = self._rt.closing
         await trio.lowlevel.checkpoint()
         if closing.is_set():
             return WaitTimedOut(attached=False)
         with trio.move_on_after(math.inf if timeout is None else timeout):
+            view = await self._rt.inspect(address)
+            record = await found(view)
+            if record is not None:
+                return Settled(record)
             async with (
-                self._rt.subscribe(address, after=await self._rt.head(address)) as sub,
+                self._rt.subscribe(address, after=view.head) as sub,
                 trio.open_nursery() as nursery,
             ):
                 nursery.start_soon(_close_when_set, closing, sub)
                 try:
                     while not closing.is_set():
-                        record = await found()
-                        if record is not None:
-                            return Settled(record)
-                        await _next_durable(sub)
+                        event = await _next_durable(sub)
+                        if event is None or closing.is_set():
+                            break
+                        if rereads(event):
+                            record = await found(await self._rt.inspect(address))
+                            if record is not None:
+                                return Settled(record)
                 finally:
                     nursery.cancel_scope.cancel()
             return WaitTimedOut(attached=False)  # the runtime closed
@@ -319,32 +296,13 @@ async def _close_when_set(closing: trio.Event, sub: Subscription) -> None:
     sub.close()
 
 
-async def _next_durable(sub: Subscription) -> None:
-    """Wait for the next stored event (ephemeral ones, such as deltas, change nothing);
-    return at once if the subscription was closed."""
+async def _next_durable(sub: Subscription) -> Event | None:
+    """The next stored event (ephemeral ones, such as deltas, change nothing);
+    None at once if the subscription was closed."""
     while True:
         try:
             event = await sub.__anext__()
         except (StopAsyncIteration, RuntimeClosed):
-            return
+            return None
         if event.seq is not None:
-            return
-
-
-def _terminal(outcome: TaskOutcome | None) -> Terminal | None:
-    if outcome is None:
-        return None
-    if outcome.status == "succeeded":
-        return Succeeded(outcome.result or "")
-    if outcome.status == "failed":
-        return Failed(outcome.error or "")
-    if outcome.status == "cancelled":
-        return Cancelled()
-    return DeadlineExceeded()
-
-
-def _address(handle: str) -> str:
-    kind, _ = parse_address(str(handle))
-    if kind != TASK_KIND:
-        raise BadAddress(f"{handle!r} is not a task handle: a task's is 'task/<id>'")
-    return str(handle)
+            return event

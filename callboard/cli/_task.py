@@ -35,10 +35,11 @@ import attrs
 import trio
 
 from .._version import __version__
-from ..agent import RunSpec, Succeeded, Terminal
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
 from ..mailbox import Event
+from ..views import RunSpec, Succeeded, Terminal
+from ..views._task_logic import might_settle
 from ._commands import (
     EXIT_ERROR,
     EXIT_OK,
@@ -150,7 +151,7 @@ async def follow(client: Client, handle: str, out: TextIO, *, json_lines: bool =
     async with client.subscribe(handle, after=0) as events:
         async for event in events:
             printer.show(event)
-            if event.type in ("task.settled", "actor.failed", "actor.stopped"):
+            if might_settle(event):
                 terminal = await client.tasks.terminal(handle)
                 if terminal is not None:
                     printer.end(terminal)

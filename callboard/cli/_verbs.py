@@ -116,9 +116,9 @@ def _spawn_args(p: argparse.ArgumentParser) -> None:
 
 
 async def _spawn(client: Client, args: argparse.Namespace, out: Output) -> None:
-    address, existed = await client.spawn(args.kind, args.spec, name=args.name)
-    out.emit(f"{address} ({'existed' if existed else 'spawned'})",
-             {"actor": str(address), "existed": existed})  # fmt: skip
+    address = await client.spawn(args.kind, args.spec, name=args.name)
+    out.emit(f"{address} ({'existed' if address.existed else 'spawned'})",
+             {"actor": str(address), "existed": address.existed})  # fmt: skip
 
 
 def _ls_args(p: argparse.ArgumentParser) -> None:

@@ -2,10 +2,14 @@
 
 ``async with callboard.client.connect(url, token) as client:`` gives the
 gateway's ops as methods that return the embedding API's own types
-(`callboard.Ack`, `callboard.Event`, `callboard.ActorInfo`,
-`callboard.ActorView`), and raise its own errors, plus the few in
+(`callboard.Ack`, `callboard.Address`, `callboard.Event`,
+`callboard.ActorInfo`, `callboard.ActorView`; ``client.tasks`` the task
+types of `callboard.views`), and raise its own errors, plus the few in
 `_errors` that only a network client meets. Subscriptions survive
 reconnection with no gap and no duplicate.
+
+The types it shares with the server come from `callboard.views`: importing
+the client loads nothing of the runtime, the store, the tools or the agent.
 """
 
 from .._retry import Backoff as Backoff

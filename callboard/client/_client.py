@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 import trio
@@ -56,11 +56,9 @@ _STABLE = 1.0
 # ends the attempts; None tries for as long as the client is open.
 
 
-class Spawned(NamedTuple):
-    """What `Client.spawn` returns: the address, and whether it was already there."""
-
-    address: Address
-    existed: bool
+Spawned = Address
+"""What `Client.spawn` returns: the same `Address` as `Runtime.spawn` (``existed``
+says whether it was already there). The name is kept for code that imports it."""
 
 
 class Client:
@@ -101,7 +99,8 @@ class Client:
 
     @property
     def tasks(self) -> RemoteTasks:
-        """The `callboard.agent.Tasks` operations on this server's tasks (one, cached)."""
+        """The task operations (`callboard.views.TaskOperations`) on this server's
+        tasks, as ``rt.tasks`` offers them on an embedded runtime (one, cached)."""
         if self._tasks is None:
             self._tasks = RemoteTasks(self)
         return self._tasks
@@ -116,14 +115,14 @@ class Client:
         reply = await self._request("send", fields)
         return Ack(field(reply, "seq", int), field(reply, "duplicate", bool))
 
-    async def spawn(self, kind: str, spec: Any = None, name: str | None = None) -> Spawned:
-        """Create an actor; ``existed`` says it was already there with the same spec."""
+    async def spawn(self, kind: str, spec: Any = None, name: str | None = None) -> Address:
+        """Create an actor; returns its address, as `Runtime.spawn` does: its
+        ``existed`` says it was already there with the same spec."""
         fields: dict[str, Any] = {"kind": kind, "spec": spec}
         if name is not None:
             fields["name"] = name
         reply = await self._request("spawn", fields)
-        existed = field(reply, "existed", bool)
-        return Spawned(Address(field(reply, "actor", str), existed=existed), existed)
+        return Address(field(reply, "actor", str), existed=field(reply, "existed", bool))
 
     @asynccontextmanager
     async def subscribe(self, actor: str, after: int | None = None) -> AsyncIterator[EventStream]:

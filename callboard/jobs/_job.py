@@ -22,6 +22,7 @@ from ..mailbox import Message
 from ..tools import STOP_GRACE, Confinement, Executor, JobFiles, LocalExecutor, SshExecutor
 from ..tools._executor import EXIT_WRITE_WAIT
 from ..tools._wrapper import parse_exit_status
+from ..views._run_spec import executor_shape_problem
 from ._machine_event import machine_event_text
 
 __all__ = ["Job", "JobState"]
@@ -47,10 +48,6 @@ class JobState:
     owner_ending: bool = False
 
 
-# What a stored description may set; the rest comes from the host's confinement.
-_SSH_KEYS = ("host", "port", "user", "identity_file", "options", "connect_timeout", "op_timeout")
-
-
 def executor_from(description: dict[str, Any] | None, *, confinement: Confinement) -> Executor:
     """``None`` for this machine, ``{"ssh": {"host": ..., ...}}`` for another.
 
@@ -63,17 +60,10 @@ def executor_from(description: dict[str, Any] | None, *, confinement: Confinemen
     """
     if not description:
         return LocalExecutor(sandbox=confinement.sandbox, secret_env=confinement.secret_env)
-    ssh = description.get("ssh")
-    if not isinstance(ssh, dict) or "host" not in ssh:
-        raise ValueError(
-            f"a job executor is None or {{'ssh': {{'host': ...}}}}, got {description!r}"
-        )
-    unknown = sorted(str(key) for key in ssh if key not in _SSH_KEYS)
-    if unknown:
-        raise ValueError(
-            f"an ssh executor takes {', '.join(_SSH_KEYS)}, not {', '.join(map(repr, unknown))}"
-        )
-    return SshExecutor(**ssh, secret_env=confinement.secret_env)
+    problem = executor_shape_problem(description)
+    if problem is not None:
+        raise ValueError(problem)
+    return SshExecutor(**description["ssh"], secret_env=confinement.secret_env)
 
 
 def _refuse_watch(message: Message) -> str | None:

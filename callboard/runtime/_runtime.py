@@ -46,7 +46,7 @@ from ..mailbox import (
     new_name,
 )
 from ..store import Enqueue, Store
-from ..views import ActorInfo, ActorView
+from ..views import ActorInfo, ActorView, TaskOperations
 from . import _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
@@ -109,7 +109,7 @@ class Runtime:
         """Retention passes: one runs every ``retention_interval``, `run_pass` runs one now."""
         self.closing = trio.Event()
         """Set when the runtime starts to close, before any actor is cancelled."""
-        self._tasks: Any = None
+        self._tasks: TaskOperations | None = None
 
     @property
     def state(self) -> RuntimeState:
@@ -154,7 +154,7 @@ class Runtime:
     # -- the embedding API -------------------------------------------------------
 
     @property
-    def tasks(self) -> Any:
+    def tasks(self) -> TaskOperations:
         """Autonomous tasks on this runtime (`callboard.Tasks`): spawn, send, wait,
         cancel. Offered by the kind registered as ``task`` (`Actor.caller`), e.g.
         the agent's, from `callboard.agent.builtin_kinds`."""

@@ -16,19 +16,16 @@ did nothing would be a safety hole.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeGuard
+from typing import Any, TypeGuard
 
 import attrs
 
+from ..views import APPROVALS, Approval
 from ._registry import TOOL_NAMES
 
+# The words themselves are in `callboard.views`: a task's spec (`RunSpec`) uses
+# them, and the client builds specs without loading the tools.
 __all__ = ["APPROVALS", "DEFAULT_APPROVAL_POLICY", "Approval", "ApprovalPolicy"]
-
-Approval = Literal["always", "ask", "never"]
-"""``always`` runs without asking, ``ask`` asks a person first, ``never`` refuses."""
-
-APPROVALS: tuple[Approval, ...] = ("always", "ask", "never")
-"""Every approval, for validation and for listing in error messages."""
 
 _CHOICES = "'always', 'ask' or 'never'"
 

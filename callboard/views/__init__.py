@@ -1,5 +1,13 @@
 """Views a caller shares with the server: what `inspect`, `list` and the task
-operations answer, the same types from an embedded runtime and over the wire.
+operations take and answer, the same types from an embedded runtime and
+over the wire.
+
+- ``_actors``: `ActorInfo`, `ActorView` (``list``, ``inspect``).
+- ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
+- ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
+- ``_task_logic``: what those operations conclude from a snapshot and the
+  events, with no I/O; `callboard.agent.Tasks` and
+  `callboard.client.RemoteTasks` are each a thin adapter over it.
 
 Below the store and the runtime in the layers, so `callboard.client` can
 import them without loading either.
@@ -7,5 +15,40 @@ import them without loading either.
 
 from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
+from ._run_spec import APPROVALS as APPROVALS
+from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
+from ._run_spec import Approval as Approval
+from ._run_spec import RunSpec as RunSpec
+from ._tasks import TASK_KIND as TASK_KIND
+from ._tasks import Cancelled as Cancelled
+from ._tasks import DeadlineExceeded as DeadlineExceeded
+from ._tasks import Failed as Failed
+from ._tasks import Settled as Settled
+from ._tasks import Succeeded as Succeeded
+from ._tasks import TaskOperations as TaskOperations
+from ._tasks import TaskRecord as TaskRecord
+from ._tasks import Terminal as Terminal
+from ._tasks import WaitOutcome as WaitOutcome
+from ._tasks import WaitTimedOut as WaitTimedOut
+from ._tasks import message_id_for as message_id_for
 
-__all__ = ["ActorInfo", "ActorView"]
+__all__ = [
+    "APPROVALS",
+    "DEFAULT_TASK_SYSTEM_PROMPT",
+    "TASK_KIND",
+    "ActorInfo",
+    "ActorView",
+    "Approval",
+    "Cancelled",
+    "DeadlineExceeded",
+    "Failed",
+    "RunSpec",
+    "Settled",
+    "Succeeded",
+    "TaskOperations",
+    "TaskRecord",
+    "Terminal",
+    "WaitOutcome",
+    "WaitTimedOut",
+    "message_id_for",
+]
