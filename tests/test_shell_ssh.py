@@ -30,7 +30,7 @@ from shell_helpers import (  # noqa: F401
 )
 
 from callboard.errors import ToolError
-from callboard.tools._executor import Executor, SshExecutor
+from callboard.tools import Executor, SshExecutor
 from callboard.tools._procs import group_alive, is_same_process
 from callboard.tools._shell import JobOutput, ShellResult, read_job_output, shell_run
 from callboard.tools._wrapper import owner_dir

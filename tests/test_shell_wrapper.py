@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 
 from callboard.errors import ToolError
+from callboard.tools._remote_scripts import build_stop_group_script, build_wait_exit_script
 from callboard.tools._wrapper import (
     _CHILD,
     _MONITOR,
     JobFiles,
-    build_stop_group_script,
-    build_wait_exit_script,
     build_wrapper,
     new_job_id,
     owner_dir,

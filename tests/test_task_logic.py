@@ -1,4 +1,4 @@
-"""What both task facades conclude from a snapshot and an event (``views._task_logic``).
+"""What both task facades conclude from a snapshot and an event (``views.task_logic``).
 
 Pure: each case is an `ActorView` as ``inspect`` gives it, locally or over the
 wire, and what `Tasks` and `RemoteTasks` must both make of it.
@@ -22,7 +22,7 @@ from callboard import (
     Succeeded,
     TaskRecord,
 )
-from callboard.views._task_logic import (
+from callboard.views.task_logic import (
     answer_in,
     check_text,
     is_attached_view,

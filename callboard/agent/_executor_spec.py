@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import ToolError
 from ..jobs import executor_from
 from ..tools import Confinement
-from ..views._run_spec import check_key_env
+from ..views import check_key_env
 
 # ``check_key_env`` is pure and lives with `RunSpec` in `callboard.views`; it is
 # named here too, next to ``check_executor``, for the specs of this layer.

@@ -34,10 +34,17 @@ import attrs
 
 from ..actors import Context
 from ..errors import ToolError
-from ..tools import STOP_GRACE, Executor, JobFiles, JobHandle, LocalExecutor, read_job_output
+from ..tools import (
+    STOP_GRACE,
+    Executor,
+    JobFiles,
+    JobHandle,
+    LocalExecutor,
+    parse_pid,
+    read_job_output,
+)
 from ..tools import process_start_time as _process_start_time
 from ..tools import validate_job_id as _validate_job_id
-from ..tools._wrapper import parse_pid
 
 __all__ = [
     "JOB_OUTPUT_CAP",

@@ -7,7 +7,7 @@ task's events that reads the snapshot again after each one that may end it.
 So a wait sees nothing the runtime could forget, and it works the same for
 a task this runtime is driving and for one that settled long ago. What the
 reads mean (a record, a terminal, a reply) is decided in
-``callboard.views._task_logic``, which `callboard.client.RemoteTasks` shares.
+``callboard.views.task_logic``, which `callboard.client.RemoteTasks` shares.
 
 Outcomes::
 
@@ -42,6 +42,7 @@ from ..errors import ActorStopped, BadRequest, CallboardError, RuntimeClosed
 from ..mailbox import Address, Event
 from ..views import (
     TASK_KIND,
+    ActorView,
     Cancelled,
     DeadlineExceeded,
     Failed,
@@ -55,8 +56,7 @@ from ..views import (
     WaitTimedOut,
     message_id_for,
 )
-from ..views._actors import ActorView
-from ..views._task_logic import (
+from ..views.task_logic import (
     answer_in,
     approve_body,
     check_text,

@@ -27,8 +27,14 @@ import trio
 
 from ..errors import ToolError
 from ..jobs import executor_from
-from ..tools import FILE_TOOL_NAMES, Confinement, Workspace, parse_arguments, run_file_tool
-from ..tools._shell import shell_run
+from ..tools import (
+    FILE_TOOL_NAMES,
+    Confinement,
+    Workspace,
+    parse_arguments,
+    run_file_tool,
+    shell_run,
+)
 from ._job_tools import JOB_TOOL_NAMES, JobTools
 
 __all__ = [

@@ -39,7 +39,7 @@ from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
 from ..mailbox import Event
 from ..views import RunSpec, Succeeded, Terminal
-from ..views._task_logic import might_settle
+from ..views.task_logic import might_settle
 from ._commands import (
     EXIT_ERROR,
     EXIT_OK,

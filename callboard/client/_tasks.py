@@ -10,7 +10,7 @@ of an embedded runtime, with the same handles (``task/<id>``), the same spec
         outcome = await client.tasks.wait(handle, timeout=60)
 
 Both are `TaskOperations`, every operation async, and both draw their
-conclusions from ``callboard.views._task_logic``; this module is only the
+conclusions from ``callboard.views.task_logic``; this module is only the
 transport (``inspect``, ``subscribe`` and ``send`` through the client).
 The differences, all because the snapshot is on the other side of a network:
 
@@ -54,7 +54,7 @@ from ..views import (
     WaitTimedOut,
     message_id_for,
 )
-from ..views._task_logic import (
+from ..views.task_logic import (
     answer_in,
     approve_body,
     check_text,

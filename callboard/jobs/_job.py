@@ -19,10 +19,17 @@ import trio
 
 from ..actors import Actor, Context
 from ..mailbox import Message
-from ..tools import STOP_GRACE, Confinement, Executor, JobFiles, LocalExecutor, SshExecutor
-from ..tools._executor import EXIT_WRITE_WAIT
-from ..tools._wrapper import parse_exit_status
-from ..views._run_spec import executor_shape_problem
+from ..tools import (
+    EXIT_WRITE_WAIT,
+    STOP_GRACE,
+    Confinement,
+    Executor,
+    JobFiles,
+    LocalExecutor,
+    SshExecutor,
+    parse_exit_status,
+)
+from ..views import executor_shape_problem
 from ._machine_event import machine_event_text
 
 __all__ = ["Job", "JobState"]

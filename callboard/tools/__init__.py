@@ -11,9 +11,9 @@ from ._confinement import Confinement as Confinement
 from ._environment import SCRUBBED_NAMES as SCRUBBED_NAMES
 from ._environment import SCRUBBED_PREFIXES as SCRUBBED_PREFIXES
 from ._environment import command_environment as command_environment
+from ._executor import EXIT_WRITE_WAIT as EXIT_WRITE_WAIT
 from ._executor import Executor as Executor
 from ._executor import LocalExecutor as LocalExecutor
-from ._executor import SshExecutor as SshExecutor
 from ._files import MAX_EDIT_BYTES as MAX_EDIT_BYTES
 from ._files import MAX_LIST_ENTRIES as MAX_LIST_ENTRIES
 from ._files import MAX_READ_BYTES as MAX_READ_BYTES
@@ -42,17 +42,21 @@ from ._shell import JobOutput as JobOutput
 from ._shell import ShellResult as ShellResult
 from ._shell import read_job_output as read_job_output
 from ._shell import shell_run as shell_run
+from ._ssh_executor import SshExecutor as SshExecutor
 from ._ssh_options import SSH_OPTIONS as SSH_OPTIONS
 from ._workspace import Workspace as Workspace
 from ._wrapper import JobFiles as JobFiles
 from ._wrapper import build_wrapper as build_wrapper
 from ._wrapper import new_job_id as new_job_id
 from ._wrapper import owner_dir as owner_dir
+from ._wrapper import parse_exit_status as parse_exit_status
+from ._wrapper import parse_pid as parse_pid
 from ._wrapper import validate_job_id as validate_job_id
 
 __all__ = [
     "APPROVALS",
     "DEFAULT_APPROVAL_POLICY",
+    "EXIT_WRITE_WAIT",
     "FILE_TOOL_NAMES",
     "MAX_EDIT_BYTES",
     "MAX_LIST_ENTRIES",
@@ -82,6 +86,8 @@ __all__ = [
     "new_job_id",
     "owner_dir",
     "parse_arguments",
+    "parse_exit_status",
+    "parse_pid",
     "probe_sandbox",
     "process_start_time",
     "read_file",

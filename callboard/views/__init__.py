@@ -5,7 +5,7 @@ over the wire.
 - ``_actors``: `ActorInfo`, `ActorView` (``list``, ``inspect``).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
-- ``_task_logic``: what those operations conclude from a snapshot and the
+- ``task_logic``: what those operations conclude from a snapshot and the
   events, with no I/O; `callboard.agent.Tasks` and
   `callboard.client.RemoteTasks` are each a thin adapter over it.
 
@@ -19,6 +19,8 @@ from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
+from ._run_spec import check_key_env as check_key_env
+from ._run_spec import executor_shape_problem as executor_shape_problem
 from ._tasks import TASK_KIND as TASK_KIND
 from ._tasks import Cancelled as Cancelled
 from ._tasks import DeadlineExceeded as DeadlineExceeded
@@ -50,5 +52,7 @@ __all__ = [
     "Terminal",
     "WaitOutcome",
     "WaitTimedOut",
+    "check_key_env",
+    "executor_shape_problem",
     "message_id_for",
 ]
