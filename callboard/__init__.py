@@ -51,12 +51,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Escalation",
         "Forbidden",
         "Lagged",
+        "ModelError",
+        "PathEscape",
         "Pruned",
         "RuntimeClosed",
         "SpawnConflict",
         "SpecRefused",
         "StateError",
         "StoreUnavailable",
+        "ToolError",
         "UnknownActor",
         "UnknownKind",
         "UnknownOutcome",
@@ -117,12 +120,15 @@ if TYPE_CHECKING:
     from .errors import Escalation as Escalation
     from .errors import Forbidden as Forbidden
     from .errors import Lagged as Lagged
+    from .errors import ModelError as ModelError
+    from .errors import PathEscape as PathEscape
     from .errors import Pruned as Pruned
     from .errors import RuntimeClosed as RuntimeClosed
     from .errors import SpawnConflict as SpawnConflict
     from .errors import SpecRefused as SpecRefused
     from .errors import StateError as StateError
     from .errors import StoreUnavailable as StoreUnavailable
+    from .errors import ToolError as ToolError
     from .errors import UnknownActor as UnknownActor
     from .errors import UnknownKind as UnknownKind
     from .errors import UnknownOutcome as UnknownOutcome
@@ -175,6 +181,8 @@ __all__ = [
     "Forbidden",
     "Lagged",
     "Message",
+    "ModelError",
+    "PathEscape",
     "Pruned",
     "RunSpec",
     "Runtime",
@@ -192,6 +200,7 @@ __all__ = [
     "TaskOperations",
     "TaskRecord",
     "Tasks",
+    "ToolError",
     "UnknownActor",
     "UnknownKind",
     "UnknownOutcome",
