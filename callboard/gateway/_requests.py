@@ -173,7 +173,9 @@ ProtocolVersion = Annotated[int, override(struct_hook=_protocol)]
 
 # -- the requests --------------------------------------------------------------------
 # ``id`` is checked before the op is looked up (an error answers to it), so
-# it is a plain string here. Field order is the order fields are checked in.
+# it is a plain string here. Fields are checked in their order, and of several
+# wrong ones the first is named; a rule across fields (`_live_only`, an attrs
+# validator) is checked once every field is right.
 
 
 @strict_json()
