@@ -38,6 +38,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
 from ._confinement import check_executor_host, check_model, check_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
@@ -128,17 +129,19 @@ class Session(TurnRunner):
         stop_jobs_of_ending_owner(ctx, self.state.jobs)
 
     async def handle(self, ctx: Context, message: Message) -> None:
-        body = message.body if isinstance(message.body, dict) else {}
         if message.type == "prompt":
-            text = message.body if isinstance(message.body, str) else body.get("text")
-            if not isinstance(text, str) or not text.strip():
+            if (prompt := read_body(ctx, message, TextBody)) is None:
+                return
+            if not prompt.text.strip():
                 reject(ctx, message, "a prompt needs non-empty text: {'text': '...'}")
                 return
-            self._enqueue(ctx, text)
+            self._enqueue(ctx, prompt.text)
         elif message.type == "queue.remove":
-            self._remove(ctx, message, body.get("id"))
+            if (removal := read_body(ctx, message, QueueRemoveBody)) is not None:
+                self._remove(ctx, message, removal.id)
         elif message.type == "queue.move":
-            self._move(ctx, message, body.get("id"), body.get("to"))
+            if (move := read_body(ctx, message, QueueMoveBody)) is not None:
+                self._move(ctx, message, move.id, move.to)
         elif message.type == "pause":
             if not self.state.paused:
                 self.state.paused = True
@@ -149,11 +152,13 @@ class Session(TurnRunner):
                 ctx.emit("session.resumed", {})
             self._wake(ctx)
         elif message.type == "cancel":
-            self._cancel(ctx, message, body.get("turn_id"))
+            if (cancel := read_body(ctx, message, CancelBody)) is not None:
+                self._cancel(ctx, message, cancel.turn_id)
         elif message.type == "approve":
-            approved = body.get("approved", True)
-            self._approve(ctx, message, body.get("call_id"), approved)
+            if (answer := read_body(ctx, message, ApproveBody)) is not None:
+                self._approve(ctx, message, answer.call_id, answer.approved)
         elif message.type == "job.finished":
+            body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
@@ -170,7 +175,7 @@ class Session(TurnRunner):
         )
         self._wake(ctx)
 
-    def _remove(self, ctx: Context, message: Message, prompt_id: object) -> None:
+    def _remove(self, ctx: Context, message: Message, prompt_id: str) -> None:
         index = self._index(prompt_id)
         if index is None:
             reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
@@ -178,13 +183,10 @@ class Session(TurnRunner):
         entry = self.state.queue.pop(index)
         ctx.emit("queue.removed", {"id": entry.id})
 
-    def _move(self, ctx: Context, message: Message, prompt_id: object, to: object) -> None:
+    def _move(self, ctx: Context, message: Message, prompt_id: str, to: int) -> None:
         index = self._index(prompt_id)
         if index is None:
             reject(ctx, message, f"no queued prompt has the id {prompt_id!r}")
-            return
-        if isinstance(to, bool) or not isinstance(to, int):
-            reject(ctx, message, f"'to' must be a queue position (an integer), got {to!r}")
             return
         entry = self.state.queue.pop(index)
         position = max(0, min(to, len(self.state.queue)))
@@ -209,7 +211,7 @@ class Session(TurnRunner):
 
     # -- the running turn ------------------------------------------------------------
 
-    def _cancel(self, ctx: Context, message: Message, turn_id: object) -> None:
+    def _cancel(self, ctx: Context, message: Message, turn_id: str | None) -> None:
         turn = self.state.active
         if turn is None or (turn_id is not None and turn_id != turn.turn_id):
             what = "no turn is running" if turn is None else f"turn {turn_id!r} is not running"

@@ -37,6 +37,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ._bodies import ApproveBody, TextBody, read_body
 from ._confinement import check_executor_host, check_model, check_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
@@ -131,7 +132,6 @@ class Task(TurnRunner):
             self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
 
     async def handle(self, ctx: Context, message: Message) -> None:
-        body = message.body if isinstance(message.body, dict) else {}
         if self.state.terminal is not None and message.type != "deadline":
             if message.type == "message":
                 self.state.messages.append(
@@ -140,13 +140,14 @@ class Task(TurnRunner):
             reason = f"the task has settled ({self.state.terminal.status})"
             reject(ctx, message, reason)
         elif message.type == "message":
-            text = _text(message)
-            if not text.strip():
+            if (follow_up := read_body(ctx, message, TextBody)) is None:
+                return
+            if not follow_up.text.strip():
                 reject(ctx, message, "a message needs non-empty text: {'text': '...'}")
                 return
-            entry = TaskMessage(message_id_for(message.seq), text)
+            entry = TaskMessage(message_id_for(message.seq), follow_up.text)
             self.state.messages.append(entry)
-            ctx.emit("message.queued", {"message_id": entry.id, "text": text})
+            ctx.emit("message.queued", {"message_id": entry.id, "text": follow_up.text})
             self._wake(ctx)
         elif message.type == "cancel":
             self._settle(ctx, TaskOutcome("cancelled"))
@@ -154,8 +155,10 @@ class Task(TurnRunner):
             if self.state.terminal is None:
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
-            self._approve(ctx, message, body.get("call_id"), body.get("approved", True))
+            if (answer := read_body(ctx, message, ApproveBody)) is not None:
+                self._approve(ctx, message, answer.call_id, answer.approved)
         elif message.type == "job.finished":
+            body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
@@ -251,9 +254,3 @@ class Task(TurnRunner):
     def _settings(self, ctx: Context) -> AgentSettings:
         policy = ApprovalPolicy(default=self.spec.approve)
         return agent_settings(ctx, self.spec, workspace=self.state.workspace, policy=policy)
-
-
-def _text(message: Message) -> str:
-    body = message.body
-    text = body if isinstance(body, str) else body.get("text") if isinstance(body, dict) else None
-    return text if isinstance(text, str) else ""

@@ -2,23 +2,42 @@
 
 Pure: no I/O and no trio, so every rule about what a client may send is
 tested without a socket. `parse_frame` turns one text frame into a typed
-request or a `FrameError` whose message names the offending field; it never
-raises. Unknown fields are ignored (clients may be newer than the server);
-``null`` in an optional field means absent. A frame is held to the limits of
-`callboard.mailbox` and to what its text says (no key twice in an object, no
-integer past 64 bits), so that nothing is changed or broken on its way in.
+request (`_requests`: a union tagged by ``op``, structured by the codec's
+converter) or a `FrameError` whose message names the offending field; it
+never raises. Here are the checks of the frame as a whole, before its
+fields: a text frame within ``max_frame``, a JSON object that is just what
+its text says (no key twice in an object, no integer past 64 bits, nested
+within `callboard.mailbox.MAX_DEPTH`), a known ``op`` and a usable ``id``, so
+that every error can answer to its request. Outgoing frames are written by
+hand with orjson: the event frame is the hot path (`EventEncoder`).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 import orjson
 
-from ..codec import JSONRefused, check_loaded
-from ..errors import BadMessage
-from ..mailbox import KIND_PATTERN, MAX_DEPTH, NAME_PATTERN, Event, check_key, check_type
+from ..codec import JSONRefused, check_loaded, shown
+from ..mailbox import MAX_DEPTH, Event
+from ._requests import (
+    OPS,
+    PROTOCOL_VERSION,
+    FieldRefused,
+    Hello,
+    Inspect,
+    ListActors,
+    Ping,
+    Request,
+    Send,
+    Spawn,
+    Stop,
+    Subscribe,
+    Unsubscribe,
+    is_pattern,
+    structure_request,
+)
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -42,9 +61,7 @@ __all__ = [
     "parse_frame",
 ]
 
-PROTOCOL_VERSION = 1
 MAX_ID = 256
-_MAX_SEQ = 2**63 - 1  # the store's integers are signed 64-bit
 
 
 @attrs.frozen
@@ -57,242 +74,7 @@ class FrameError:
     op: str | None = None
 
 
-@attrs.frozen
-class Hello:
-    op: ClassVar[str] = "hello"
-    id: str
-    protocol: int = PROTOCOL_VERSION
-    client: str | None = None
-    token: str | None = None
-
-
-@attrs.frozen
-class Send:
-    op: ClassVar[str] = "send"
-    id: str
-    to: str
-    type: str
-    body: Any = None
-    key: str | None = None
-
-
-@attrs.frozen
-class Spawn:
-    op: ClassVar[str] = "spawn"
-    id: str
-    kind: str
-    name: str | None = None
-    spec: Any = None
-
-
-@attrs.frozen
-class Subscribe:
-    """``actor`` is an address or a pattern (``KIND/*``, ``*``); ``after`` only with an address."""
-
-    op: ClassVar[str] = "subscribe"
-    id: str
-    actor: str
-    after: int | None = None
-
-
-@attrs.frozen
-class Unsubscribe:
-    op: ClassVar[str] = "unsubscribe"
-    id: str
-    sub: str
-
-
-@attrs.frozen
-class ListActors:
-    op: ClassVar[str] = "list"
-    id: str
-    kind: str | None = None
-    status: str | None = None
-    after: str | None = None
-    limit: int | None = None
-
-
-@attrs.frozen
-class Inspect:
-    op: ClassVar[str] = "inspect"
-    id: str
-    actor: str
-
-
-@attrs.frozen
-class Stop:
-    op: ClassVar[str] = "stop"
-    id: str
-    actor: str
-
-
-@attrs.frozen
-class Ping:
-    op: ClassVar[str] = "ping"
-    id: str
-
-
-Request = Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
-
-
-class _FieldError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-_JSON_TYPES = {
-    type(None): "null",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    str: "a string",
-    list: "an array",
-    dict: "an object",
-}
-
-
-def _shown(value: Any) -> str:
-    """A value as an error message shows it: short, with its JSON type."""
-    try:
-        text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
-    except TypeError:  # nested deeper than orjson goes: shown by its type alone
-        text = "[...]" if isinstance(value, list) else "{...}"
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({_JSON_TYPES.get(type(value), 'a value')})"
-
-
-def _wrong(field: str, expected: str, value: Any) -> _FieldError:
-    return _FieldError("bad_request", f"field {field!r} must be {expected}, got {_shown(value)}")
-
-
-def _string(obj: dict[str, Any], field: str, *, required: bool = True) -> str | None:
-    value = obj.get(field)
-    if value is None:
-        if required:
-            raise _FieldError("bad_request", f"field {field!r} is missing: it must be a string")
-        return None
-    if not isinstance(value, str) or not value:
-        raise _wrong(field, "a non-empty string", value)
-    return value
-
-
-def _required(obj: dict[str, Any], field: str) -> str:
-    value = _string(obj, field)
-    assert value is not None
-    return value
-
-
-def _matching(obj: dict[str, Any], field: str, pattern: Any, what: str, *, required: bool) -> Any:
-    value = _string(obj, field, required=required)
-    if value is not None and not pattern.fullmatch(value):
-        raise _wrong(field, f"{what} matching {pattern.pattern}", value)
-    return value
-
-
-def _address(obj: dict[str, Any], field: str) -> str:
-    value = _required(obj, field)
-    kind, sep, name = value.partition("/")
-    if not sep or not KIND_PATTERN.fullmatch(kind) or not NAME_PATTERN.fullmatch(name):
-        raise _wrong(field, "an address KIND/NAME (e.g. 'session/s1')", value)
-    return value
-
-
-def is_pattern(actor: str) -> bool:
-    """True for the live-only subscription patterns ``*`` and ``KIND/*``."""
-    return actor == "*" or actor.endswith("/*")
-
-
-def _seq(obj: dict[str, Any], field: str) -> int | None:
-    value = obj.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SEQ:
-        raise _wrong(field, "an integer >= 0 (an event seq)", value)
-    return value
-
-
-def _hello(obj: dict[str, Any], rid: str) -> Hello:
-    protocol = obj.get("protocol", PROTOCOL_VERSION)
-    if protocol is None:
-        protocol = PROTOCOL_VERSION
-    if isinstance(protocol, bool) or not isinstance(protocol, int):
-        raise _wrong("protocol", "an integer", protocol)
-    if protocol != PROTOCOL_VERSION:
-        raise _FieldError(
-            "bad_request",
-            f"field 'protocol' asks for version {protocol}; this server speaks {PROTOCOL_VERSION}",
-        )
-    client = _string(obj, "client", required=False)
-    return Hello(rid, protocol, client, _string(obj, "token", required=False))
-
-
-def _subscribe(obj: dict[str, Any], rid: str) -> Subscribe:
-    actor = _required(obj, "actor")
-    after = _seq(obj, "after")
-    if is_pattern(actor):
-        kind = actor[:-2]
-        if actor != "*" and not KIND_PATTERN.fullmatch(kind):
-            raise _wrong("actor", "an address KIND/NAME or a pattern KIND/* or *", actor)
-        if after is not None:
-            raise _FieldError(
-                "bad_request",
-                f"field 'after' cannot be used with the pattern {actor!r}: patterns are live "
-                "only; subscribe to one actor's address to replay its events",
-            )
-        return Subscribe(rid, actor, None)
-    return Subscribe(rid, _address(obj, "actor"), after)
-
-
-def _limited(check: Any, value: str | None, what: str) -> Any:
-    """``value`` held to a limit of `callboard.mailbox`, as `Runtime.send` holds it."""
-    if value is None:
-        return None
-    try:
-        return check(value, what=what)
-    except BadMessage as exc:
-        raise _FieldError("bad_request", str(exc)) from None
-
-
-def _send(o: dict[str, Any], rid: str) -> Send:
-    to = _address(o, "to")
-    type_ = _limited(check_type, _required(o, "type"), "field 'type'")
-    key = _limited(check_key, _string(o, "key", required=False), "field 'key'")
-    return Send(rid, to, type_, o.get("body"), key)
-
-
-def _spawn(o: dict[str, Any], rid: str) -> Spawn:
-    kind = _matching(o, "kind", KIND_PATTERN, "a kind", required=True)
-    name = _matching(o, "name", NAME_PATTERN, "a name", required=False)
-    return Spawn(rid, kind, name, o.get("spec"))
-
-
-def _list(o: dict[str, Any], rid: str) -> ListActors:
-    limit = o.get("limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise _wrong("limit", "an integer >= 1 (actors in one reply)", limit)
-    return ListActors(
-        rid,
-        _string(o, "kind", required=False),
-        _string(o, "status", required=False),
-        _string(o, "after", required=False),
-        limit,
-    )
-
-
-_PARSERS: dict[str, Any] = {
-    "hello": _hello,
-    "send": _send,
-    "spawn": _spawn,
-    "subscribe": _subscribe,
-    "unsubscribe": lambda o, rid: Unsubscribe(rid, _required(o, "sub")),
-    "list": _list,
-    "inspect": lambda o, rid: Inspect(rid, _address(o, "actor")),
-    "stop": lambda o, rid: Stop(rid, _address(o, "actor")),
-    "ping": lambda o, rid: Ping(rid),
-}
+_KNOWN = ", ".join(sorted(OPS))
 
 
 def _too_large(frame: str, max_frame: int) -> bool:
@@ -317,7 +99,7 @@ def parse_frame(frame: str | bytes, *, max_frame: int) -> Request | FrameError:
         return FrameError("bad_request", f"the frame is not JSON: {exc}")
     if not isinstance(obj, dict):
         return FrameError(
-            "bad_request", f"the frame must be a JSON object with an 'op', got {_shown(obj)}"
+            "bad_request", f"the frame must be a JSON object with an 'op', got {shown(obj)}"
         )
     try:
         # The frame's own object is one level: its fields may nest MAX_DEPTH.
@@ -329,7 +111,7 @@ def parse_frame(frame: str | bytes, *, max_frame: int) -> Request | FrameError:
         return FrameError("bad_request", str(exc), rid, op if isinstance(op, str) else None)
     op = obj.get("op")
     if not isinstance(op, str):
-        message = f"field 'op' must be a string naming the operation, got {_shown(op)}"
+        message = f"field 'op' must be a string naming the operation, got {shown(op)}"
         if op is None:
             message = "field 'op' is missing: it must be a string naming the operation"
         return FrameError("bad_request", message, _id_or_none(obj))
@@ -338,18 +120,16 @@ def parse_frame(frame: str | bytes, *, max_frame: int) -> Request | FrameError:
         message = (
             "field 'id' is missing: every request carries a string id"
             if rid is None
-            else f"field 'id' must be a string of 1 to {MAX_ID} characters, got {_shown(rid)}"
+            else f"field 'id' must be a string of 1 to {MAX_ID} characters, got {shown(rid)}"
         )
         return FrameError("bad_request", message, None, op)
-    parser = _PARSERS.get(op)
-    if parser is None:
-        known = ", ".join(sorted(_PARSERS))
-        message = f"field 'op' has unknown op {_shown(op)}; known: {known}"
+    if op not in OPS:
+        message = f"field 'op' has unknown op {shown(op)}; known: {_KNOWN}"
         return FrameError("bad_request", message, rid, op)
     try:
-        return parser(obj, rid)  # type: ignore[no-any-return]
-    except _FieldError as exc:
-        return FrameError(exc.code, exc.message, rid, op)
+        return structure_request(obj)
+    except FieldRefused as exc:
+        return FrameError("bad_request", str(exc), rid, op)
 
 
 def _id_and_op(frame: str) -> tuple[str | None, str | None]:

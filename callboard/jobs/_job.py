@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from ..actors import Actor, Context
+from ..codec import JSONShapeError, structure_json
 from ..mailbox import Message
 from ..tools import (
     EXIT_WRITE_WAIT,
@@ -30,6 +31,7 @@ from ..tools import (
     parse_exit_status,
 )
 from ..views import executor_shape_problem
+from ._bodies import WatchBody
 from ._machine_event import machine_event_text
 
 __all__ = ["Job", "JobState"]
@@ -73,15 +75,19 @@ def executor_from(description: dict[str, Any] | None, *, confinement: Confinemen
     return SshExecutor(**description["ssh"], secret_env=confinement.secret_env)
 
 
-def _refuse_watch(message: Message) -> str | None:
-    """Why a ``watch`` is refused, or None: it must come from the actor it names as
-    the owner. A client's message has no sender, so no client can make a job."""
+def _read_watch(message: Message, address: str) -> WatchBody | str:
+    """What a ``watch`` asks for, or why it is refused: it must come from the actor
+    it names as the owner. A client's message has no sender, so no client can make
+    a job. A body that does not fit `WatchBody` is refused naming the field."""
     body = message.body
     if not isinstance(body, dict) or not isinstance(body.get("owner"), str):
         return "a watch names its owner"
     if message.sender is None or message.sender != body["owner"]:
         return "only the owner that started a job may watch it"
-    return None
+    try:
+        return structure_json(body, WatchBody, what=f"the body of 'watch' to {address}")
+    except JSONShapeError as exc:
+        return str(exc)
 
 
 class Job(Actor):
@@ -107,21 +113,20 @@ class Job(Actor):
 
     async def handle(self, ctx: Context, message: Message) -> None:
         if message.type == "watch" and self.state.status == "new":
-            body = message.body
-            refused = _refuse_watch(message)
-            if refused is not None:
+            watch = _read_watch(message, ctx.address)
+            if isinstance(watch, str):
                 # A watch names a pid to signal and files to read as this server:
                 # only the owner that started the job may send it (never a client).
-                ctx.emit("job.refused", {"from": message.sender, "reason": refused})
+                ctx.emit("job.refused", {"from": message.sender, "reason": watch})
                 return
             self.state = JobState(
-                job_id=body["job_id"],
-                command=body["command"],
-                owner=body["owner"],
-                pid=body["pid"],
-                start_time=body.get("start_time"),
-                directory=body["directory"],
-                executor=body.get("executor"),
+                job_id=watch.job_id,
+                command=watch.command,
+                owner=watch.owner,
+                pid=watch.pid,
+                start_time=watch.start_time,
+                directory=watch.directory,
+                executor=watch.executor,
                 status="running",
                 started_at=ctx.now(),
             )
