@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 
-import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
@@ -40,6 +39,8 @@ from ._access import Access, Refused
 from ._config import GatewayConfig
 from ._grants import Grant, TokenBucket
 from ._held_writes import HeldWrites
+from ._operations import Served as _Served
+from ._operations import dispatch
 from ._outbox import Outbox
 from ._subscriptions import Counters, Subscriptions
 
@@ -73,6 +74,7 @@ class Connection:
         self.remote = remote
         self.client: str | None = None
         self.grant: Grant | None = None
+        self._served: _Served | None = None
         self._token = ""  # the token the grant came from, checked again while open
         self.outbox = Outbox(
             config.send_queue, reserve=config.send_reserve, max_bytes=config.send_queue_bytes
@@ -332,10 +334,19 @@ class Connection:
             if self._inflight == 0:
                 self._settled.set()
 
+    def _serving(self) -> _Served:
+        """What requests are answered with, once (the grant is known after hello)."""
+        assert self.grant is not None and self._nursery is not None
+        self._served = _Served(
+            self._rt, self.grant, self._access, self._subs, self._cfg, self._counters,
+            self._nursery,
+        )  # fmt: skip
+        return self._served
+
     async def _answer(self, request: f.Request) -> str | None:
         op = request.op
         try:
-            return await self._dispatch(request)
+            return await dispatch(self._served or self._serving(), request)
         except CallboardError as exc:
             message = str(exc)
             if exc.code == "internal":
@@ -349,78 +360,3 @@ class Connection:
                 f"an internal error ({type(exc).__name__}: {exc}) stopped this {op}; it is a "
                 "bug: please report it with the server's log",
             )  # fmt: skip
-
-    async def _dispatch(self, request: f.Request) -> str | None:
-        rt, grant = self._rt, self.grant
-        assert grant is not None  # no request is read before hello
-        match request:
-            case f.Ping(rid):
-                await trio.lowlevel.checkpoint()
-                return f.encode_ok(rid)
-            case f.Send(rid, to, type_, body, key):
-                if not grant.may_write(to):
-                    return self._forbidden(rid, "send to", to)
-                if await rt.would_create(to) and not self._access.take_activation(grant):
-                    return self._over_quota(rid, to)
-                ack = await rt.send(to, type_, body, key=key)
-                if not ack.duplicate:
-                    self._counters.sends_accepted += 1
-                return f.encode_ok(rid, seq=ack.seq, duplicate=ack.duplicate)
-            case f.Spawn(rid, kind, name, spec):
-                if not grant.may_spawn(kind, name):
-                    return self._forbidden(rid, "spawn", f"{kind}/{name or '*'}")
-                if not self._access.take_activation(grant):
-                    return self._over_quota(rid, f"{kind}/{name or '*'}")
-                address = await rt.spawn(kind, spec, name)
-                return f.encode_ok(rid, actor=str(address), existed=address.existed)
-            case f.Subscribe(rid, actor):
-                if not grant.may_read(actor):
-                    return self._forbidden(rid, "subscribe to", actor)
-                assert self._nursery is not None
-                return await self._subs.subscribe(self._nursery, request)
-            case f.Unsubscribe(rid, sub_id):
-                await self._subs.unsubscribe(sub_id)
-                return f.encode_ok(rid)
-            case f.ListActors(rid, kind, status, after, limit):
-                if kind is not None:
-                    rt.check_kind(kind)
-                limit = min(limit or self._cfg.list_limit, self._cfg.list_limit)
-                rows, next_after = await rt.list_page(kind, status, after=after, limit=limit)
-                # A scoped token sees only its own actors (a page may come out short).
-                actors = [attrs.asdict(row) for row in rows if grant.may_read(row.actor)]
-                # ``next`` only when the list goes on: a complete list is the
-                # reply docs/protocol.md shows, field for field.
-                if next_after is None:
-                    return f.encode_ok(rid, actors=actors)
-                return f.encode_ok(rid, actors=actors, next=next_after)
-            case f.Inspect(rid, actor):
-                if not grant.may_read(actor):
-                    return self._forbidden(rid, "inspect", actor)
-                view = await rt.inspect(actor)
-                return f.encode_ok(rid, **attrs.asdict(view, recurse=False))
-            case f.Stop(rid, actor):
-                if not grant.may_write(actor):
-                    return self._forbidden(rid, "stop", actor)
-                status = await rt.stop(actor)
-                return f.encode_ok(rid, actor=actor, status=status)
-        raise AssertionError(f"no handler for {request!r}")  # pragma: no cover
-
-    def _forbidden(self, rid: str, what: str, actor: str) -> str:
-        grant = self.grant
-        assert grant is not None
-        scope = ", ".join(grant.actors)
-        message = (
-            f"the token {grant.name!r} ({grant.access} access to {scope}) may not {what} "
-            f"{actor!r}; ask the operator for a token that reaches it"
-        )
-        return f.encode_error(rid, "forbidden", message)
-
-    def _over_quota(self, rid: str, actor: str) -> str:
-        grant = self.grant
-        assert grant is not None
-        quota = self._cfg.activation_quota
-        message = (
-            f"the token {grant.name!r} has created {quota} new actors in the last minute, "
-            f"its activation_quota (--activation-quota); {actor!r} was not created: retry later"
-        )
-        return f.encode_error(rid, "rate_limited", message)
