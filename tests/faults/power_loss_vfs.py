@@ -123,7 +123,9 @@ class PowerLoss:
             fates: Counter[str] = Counter()
             for path, unsynced in self._files.items():
                 self._tear(self._fd(path), unsynced, fates)
-            print(json.dumps({"power lost": fates}), flush=True)
+            # One write(2) of the whole line: print() writes the text and the
+            # newline apart, and the trio thread's lines could fall between.
+            os.write(1, (json.dumps({"power lost": fates}) + "\n").encode())
             os.kill(os.getpid(), signal.SIGKILL)
 
     def _tear(self, fd: int, unsynced: _Unsynced, fates: Counter[str]) -> None:
