@@ -6,7 +6,9 @@ over the wire.
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
-  events, with no I/O; `callboard.agent.Tasks` and
+  events, with no I/O.
+- ``task_facade``: `TaskFacade`, the operations themselves over a transport's
+  ``inspect``, ``send`` and event subscription; `callboard.agent.Tasks` and
   `callboard.client.RemoteTasks` are each a thin adapter over it.
 
 Below the store and the runtime in the layers, so `callboard.client` can
