@@ -26,6 +26,7 @@ __all__ = [
     "Result",
     "Scenario",
     "Settings",
+    "cpu_per_op",
     "peak_rss_mb",
     "percentile",
     "rss_mb",
@@ -146,3 +147,16 @@ class CpuClock:
             "cpu_main_thread_s": round(thread, 4),
             "cpu_other_threads_s": round(process - thread, 4),
         }
+
+
+def cpu_per_op(timing: dict[str, float], ops: int) -> dict[str, float]:
+    """CPU microseconds per op from a `CpuClock` reading: the total (what the rate
+    is bound by on an idle machine, whatever the threads), the trio thread's
+    (the main thread's, where there is no trio) and the other threads'. Every
+    scenario reports these three, under these names."""
+    main, other = timing["cpu_main_thread_s"], timing["cpu_other_threads_s"]
+    return {
+        "cpu_us_per_op": round((main + other) / ops * 1e6, 2),
+        "cpu_us_per_op_trio_thread": round(main / ops * 1e6, 2),
+        "cpu_us_per_op_other_threads": round(other / ops * 1e6, 2),
+    }

@@ -43,7 +43,7 @@ SCENARIOS = [scenario for module in MODULES for scenario in module.SCENARIOS]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes: under a minute")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a minute or so")
     parser.add_argument(
         "--only",
         action="append",

@@ -10,16 +10,32 @@ body). Two figures:
 - 100 rows per commit: the fsync is shared; rows/s shows what group commit
   can reach on this disk before any Python overhead of the runtime.
 
-``p50_ms``/``p99_ms`` are the latencies of one commit.
+``p50_ms``/``p99_ms`` of these two are the latencies of one commit.
+
+A third, ``bare-group-commit``, is what the durable scenarios are held
+against: the runtime's shape of work with nothing of the runtime in it.
+64 trio tasks each send a row and await its ack, then send the next; one
+writer on one long-lived OS thread takes everything queued, writes it in one
+``BEGIN IMMEDIATE`` ... ``COMMIT`` on a table with the store's mailbox
+columns, and hands the acks back to trio in one ``run_sync_soon`` per commit.
+No actor, no handling, no encoding: a runtime that commits its sends in
+groups cannot beat it on this disk and this interpreter. Its ``p50_ms``/
+``p99_ms`` are ack latencies (queued to woken), as the durable scenarios'.
 """
 
 from __future__ import annotations
 
+import queue
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from . import CpuClock, Result, Scenario, Settings, percentile
+import outcome  # trio's own dependency
+import trio
+
+from . import CpuClock, Result, Scenario, Settings, cpu_per_op, percentile
 
 __all__ = ["SCENARIOS"]
 
@@ -39,11 +55,11 @@ _ADDRESSES = 64
 _WARMUP_COMMITS = 50
 
 
-def _open(directory: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(directory / "baseline.sqlite3", isolation_level=None)
+def _open(directory: Path, schema: str = _SCHEMA, **kwargs: Any) -> sqlite3.Connection:
+    conn = sqlite3.connect(directory / "baseline.sqlite3", isolation_level=None, **kwargs)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    conn.executescript(_SCHEMA)
+    conn.executescript(schema)
     return conn
 
 
@@ -91,6 +107,7 @@ def _measure(workdir: Path, *, rows: int, per_commit: int) -> Result:
             "rows_per_commit": per_commit,
             "commits_per_s": round(commits / timing["seconds"], 1),
             **timing,
+            **cpu_per_op(timing, done),
         },
     )
 
@@ -103,9 +120,179 @@ def hundred_rows_per_commit(settings: Settings, workdir: Path) -> Result:
     return _measure(workdir, rows=30_000 if settings.quick else 200_000, per_commit=100)
 
 
+# -- bare group commit ----------------------------------------------------------------
+
+# The columns of the store's mailbox table (callboard/store/_schema.py), and the
+# columns its writer fills.
+_MAILBOX_SCHEMA = """
+CREATE TABLE mailbox (
+    address TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    sender TEXT,
+    key TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    at REAL NOT NULL,
+    PRIMARY KEY (address, seq)
+) WITHOUT ROWID;
+"""
+_MAILBOX_INSERT = (
+    "INSERT INTO mailbox (address, seq, type, body, sender, key, at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SENDERS = 64
+_WARMUP_SENDS = 5  # per sender, before the clock starts
+
+
+def _refuse_abort(_: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED  # a queued row will be written: wait for the outcome
+
+
+def _wake(tasks: list[trio.lowlevel.Task], error: BaseException | None) -> None:
+    """On the trio thread: the acks of one commit."""
+    for task in tasks:
+        if error is None:
+            trio.lowlevel.reschedule(task)
+        else:
+            trio.lowlevel.reschedule(task, outcome.Error(error))
+
+
+class _Writer(threading.Thread):
+    """One OS thread for the whole run: takes every row queued, one transaction
+    for all of them, then one ``run_sync_soon`` that wakes their senders."""
+
+    def __init__(self, conn: sqlite3.Connection, token: trio.lowlevel.TrioToken) -> None:
+        super().__init__(name="bare-group-commit-writer", daemon=True)
+        self.queue: queue.SimpleQueue[tuple[tuple[Any, ...], trio.lowlevel.Task] | None] = (
+            queue.SimpleQueue()
+        )
+        self._conn = conn
+        self._token = token
+        self.commits = 0
+        self.rows = 0
+        self.largest = 0
+        self.commit_s = 0.0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        get, get_nowait, conn = self.queue.get, self.queue.get_nowait, self._conn
+        stopping = False
+        while not stopping:
+            first = get()
+            if first is None:
+                return
+            batch = [first]
+            while True:
+                try:
+                    op = get_nowait()
+                except queue.Empty:
+                    break
+                if op is None:
+                    stopping = True
+                    break
+                batch.append(op)
+            started = time.perf_counter()
+            if self.error is None:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(_MAILBOX_INSERT, [row for row, _ in batch])
+                    conn.execute("COMMIT")
+                except Exception as exc:  # every waiter must hear of it, or it hangs
+                    self.error = exc
+            self.commit_s += time.perf_counter() - started
+            self.commits += 1
+            self.rows += len(batch)
+            self.largest = max(self.largest, len(batch))
+            self._token.run_sync_soon(_wake, [task for _, task in batch], self.error)
+
+
+async def _bare_group_commit(conn: sqlite3.Connection, messages: int) -> Result:
+    writer = _Writer(conn, trio.lowlevel.current_trio_token())
+    writer.start()
+    put = writer.queue.put
+    per_sender = messages // _SENDERS
+    seqs = [0] * _SENDERS
+    latencies: list[list[float]] = []
+
+    async def sender(slot: int, count: int, mine: list[float] | None) -> None:
+        address = f"counter/a{slot}"
+        current, now = trio.lowlevel.current_task(), time.perf_counter
+        for _ in range(count):
+            seqs[slot] += 1
+            row = (address, seqs[slot], "add", _BODY, None, None, time.time())
+            started = now()
+            put((row, current))
+            await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+            if mine is not None:
+                mine.append(now() - started)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for slot in range(_SENDERS):
+                nursery.start_soon(sender, slot, _WARMUP_SENDS, None)
+        commits, rows, commit_s = writer.commits, writer.rows, writer.commit_s
+        clock = CpuClock()
+        async with trio.open_nursery() as nursery:
+            for slot in range(_SENDERS):
+                mine: list[float] = []
+                latencies.append(mine)
+                nursery.start_soon(sender, slot, per_sender, mine)
+        timing = clock.stop()
+    finally:
+        put(None)
+        writer.join()
+    commits, rows = writer.commits - commits, writer.rows - rows
+    sent = per_sender * _SENDERS
+    if rows != sent:
+        raise RuntimeError(f"{sent} rows sent but {rows} written")
+    flat = [x for mine in latencies for x in mine]
+    return Result(
+        ops_per_s=sent / timing["seconds"],
+        p50_ms=percentile(flat, 50) * 1e3,
+        p99_ms=percentile(flat, 99) * 1e3,
+        unit="rows",
+        details={
+            "rows": sent,
+            "senders": _SENDERS,
+            "ack_max_ms": round(max(flat) * 1e3, 3),
+            "commits": commits,
+            "rows_per_commit": round(rows / commits, 2),
+            "largest_commit": writer.largest,
+            "commits_per_s": round(commits / timing["seconds"], 1),
+            "writer_busy": round((writer.commit_s - commit_s) / timing["seconds"], 3),
+            **timing,
+            **cpu_per_op(timing, sent),
+        },
+    )
+
+
+def bare_group_commit(settings: Settings, workdir: Path) -> Result:
+    # The same number of messages as the durable scenarios it is their baseline for.
+    messages = 12_000 if settings.quick else 100_000
+    # Made here, used on the writer's thread only (sqlite3 checks the thread otherwise).
+    conn = _open(workdir, _MAILBOX_SCHEMA, check_same_thread=False)
+    try:
+        return trio.run(_bare_group_commit, conn, messages)
+    finally:
+        conn.close()
+
+
 def _summary(result: Result) -> str:
     d = result.details
-    return f"{d['rows']} rows, {d['commits_per_s']} commits/s"
+    return (
+        f"{d['rows']} rows, {d['commits_per_s']} commits/s, {d['rows_per_commit']} rows/commit; "
+        f"cpu {d['cpu_us_per_op']} us/row"
+    )
+
+
+def _group_summary(result: Result) -> str:
+    d = result.details
+    return (
+        f"{d['rows']} rows in {d['seconds']:.2f}s; {d['commits']} commits, "
+        f"{d['rows_per_commit']} rows/commit, writer busy {d['writer_busy']:.0%}; "
+        f"cpu trio thread {d['cpu_us_per_op_trio_thread']} us/row, writer thread "
+        f"{d['cpu_us_per_op_other_threads']} us/row"
+    )
 
 
 SCENARIOS = [
@@ -123,5 +310,12 @@ SCENARIOS = [
         quick_repeats=3,
         note="100 rows/commit",
         summary=_summary,
+    ),
+    Scenario(
+        "bare-group-commit",
+        bare_group_commit,
+        quick_repeats=3,
+        note="64 trio senders, 1 writer thread, all queued rows in 1 commit; ack after COMMIT",
+        summary=_group_summary,
     ),
 ]

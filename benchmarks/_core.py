@@ -31,7 +31,16 @@ import trio
 
 import callboard
 
-from . import CpuClock, Result, Scenario, Settings, peak_rss_mb, percentile, settled_rss_mb
+from . import (
+    CpuClock,
+    Result,
+    Scenario,
+    Settings,
+    cpu_per_op,
+    peak_rss_mb,
+    percentile,
+    settled_rss_mb,
+)
 
 if TYPE_CHECKING:
     from trio.testing import MockClock
@@ -141,6 +150,8 @@ async def _durable(workdir: Path, *, actors: int, senders: int, messages: int) -
             "writer_busy": round(writer["writer_commit_s"] / seconds, 3),
             # CPU per message, both threads: what the rate would be bounded by on
             # an idle machine (the GIL lets one thread run Python at a time).
+            **cpu_per_op(timing, sent),
+            # The same total under its first name, for comparing with older results.
             "cpu_us_per_message": round(
                 (timing["cpu_main_thread_s"] + timing["cpu_other_threads_s"]) / sent * 1e6, 1
             ),
@@ -212,14 +223,16 @@ async def _memory(workdir: Path, clock: MockClock, *, actors: int) -> Result:
         # every round: a cell that had just committed when handled went idle
         # only after the previous jump, with a deadline past it.
         give_up = time.monotonic() + 600
-        while rt.active_count:
+        passivations_before = rt.statistics().passivations
+        while rt.statistics().active:
             if time.monotonic() > give_up:
-                raise RuntimeError(f"{rt.active_count} actors still active after 600 s")
+                raise RuntimeError(f"{rt.statistics().active} actors still active after 600 s")
             clock.jump(_PASSIVATE_AFTER + 1)
             await trio.sleep(0.05)
         await trio.sleep(0.2)  # let the last cells' tasks finish after their commit
         passivated = passivating.stop()
         left = rt.active_count
+        passivations = rt.statistics().passivations - passivations_before
         # The writer keeps its last batch (every passivation commit) until the
         # next one: one more write lets that go, so it is not counted as kept.
         ack = await rt.send("counter/flush", "add", _BODY)
@@ -240,15 +253,23 @@ async def _memory(workdir: Path, clock: MockClock, *, actors: int) -> Result:
             "actors": actors,
             "active_at_peak": active,
             "active_after": left,
+            "passivations": passivations,
             "activate_s": activated["seconds"],
             "activate_cpu_main_thread_s": activated["cpu_main_thread_s"],
             "activate_cpu_other_threads_s": activated["cpu_other_threads_s"],
+            # CPU per op: per activation (a first message sent, handled, committed).
+            **cpu_per_op(activated, actors),
             "passivate_s": passivated["seconds"],
             "rss_mb_start": round(rss_start, 1),
             "rss_mb_active": round(rss_active, 1),
             "rss_mb_after_passivation": round(rss_after, 1),
             "rss_mb_after_malloc_trim": round(rss_trimmed, 1) if rss_trimmed else None,
             "rss_mb_peak": round(peak_rss_mb(), 1),
+            # Bytes of RSS (VmRSS after gc.collect()) per actor: all active minus the
+            # start, and what is still held once they all passivated.
+            "memory_measure": "rss",
+            "bytes_per_active_actor": round((rss_active - rss_start) * 1024 * 1024 / actors),
+            "bytes_per_passivated_actor": round((rss_after - rss_start) * 1024 * 1024 / actors),
             "kb_per_active_actor": round((rss_active - rss_start) * 1024 / actors, 2),
             "kb_per_passivated_actor": round((rss_after - rss_start) * 1024 / actors, 3),
             "kb_per_passivated_actor_after_trim": (
@@ -274,7 +295,7 @@ def _durable_summary(result: Result) -> str:
         f"{d['messages']} msgs in {d['seconds']:.2f}s; writer {d['writer_batches']} commits, "
         f"{d['writer_ops_per_batch']} ops/commit, busy {d['writer_busy']:.0%}; "
         f"cpu trio thread {d['cpu_main_thread_s']:.2f}s, other threads "
-        f"{d['cpu_other_threads_s']:.2f}s ({d['cpu_us_per_message']} us/msg)"
+        f"{d['cpu_other_threads_s']:.2f}s ({d['cpu_us_per_op']} us/msg)"
     )
 
 
@@ -283,8 +304,8 @@ def _memory_summary(result: Result) -> str:
     trimmed = d["rss_mb_after_malloc_trim"]
     return (
         f"{d['actors']} actors; RSS start {d['rss_mb_start']} MB, all active "
-        f"{d['rss_mb_active']} MB ({d['kb_per_active_actor']} KB/actor), after passivation "
-        f"{d['rss_mb_after_passivation']} MB ({d['kb_per_passivated_actor']} KB/actor"
+        f"{d['rss_mb_active']} MB ({d['bytes_per_active_actor']} B/actor), after passivation "
+        f"{d['rss_mb_after_passivation']} MB ({d['bytes_per_passivated_actor']} B/actor"
         + (f"; {trimmed} MB after malloc_trim" if trimmed is not None else "")
         + f"); objects/actor left {d['objects_per_passivated_actor']}"
     )
@@ -294,14 +315,16 @@ SCENARIOS = [
     Scenario(
         "durable-64-senders-64-actors",
         durable_many,
-        baseline="sqlite-commit-per-row",
+        baseline="bare-group-commit",
+        quick_repeats=3,
         note="send, durable, ack, handled, committed",
         summary=_durable_summary,
     ),
     Scenario(
         "durable-64-senders-hot-actor",
         durable_hot,
-        baseline="sqlite-commit-per-row",
+        baseline="bare-group-commit",
+        quick_repeats=3,
         note="the same, 64 senders to one actor",
         summary=_durable_summary,
     ),

@@ -4,10 +4,17 @@ JSON layout (``results/latest.json``)::
 
     {"quick": false, "date": "...", "machine": {...}, "software": {...},
      "scenarios": [{"name", "ops_per_s", "unit", "p50_ms", "p99_ms",
-                    "baseline", "ratio", "runs", ...details of the median run}]}
+                    "baseline", "ratio", "ratio_runs", "runs",
+                    "ops_per_s_min", "ops_per_s_max",
+                    "cpu_us_per_op_median", "cpu_us_per_op_min", "cpu_us_per_op_max",
+                    "cpu_us_per_op_runs", "cpu_us_per_op_trio_thread_runs",
+                    "cpu_us_per_op_other_threads_runs",
+                    ...details of the median run}]}
 
 ``runs`` lists the ops/s of every run; the other figures are those of the
-median run (by ops/s). ``ratio`` is ``ops_per_s`` over the baseline's.
+median run (by ops/s), among them ``cpu_us_per_op`` and its two parts.
+``ratio`` is ``ops_per_s`` over the baseline's; ``ratio_runs`` the ratio
+of each round's run over the baseline's run of the same round.
 """
 
 from __future__ import annotations
@@ -73,6 +80,41 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _ratio_runs(outcome: Outcome, by_name: dict[str, Outcome]) -> list[float] | None:
+    """Round by round: each run over the baseline's run of the same round (runs
+    taken side by side), while both have as many runs as rounds were run."""
+    name = outcome.scenario.baseline
+    base = by_name.get(name) if name else None
+    if base is None or base.error is not None or outcome.error is not None:
+        return None
+    pairs = zip(outcome.runs, base.runs, strict=False)
+    return [round(r.ops_per_s / b.ops_per_s, 3) for r, b in pairs if b.ops_per_s]
+
+
+_CPU_KEYS = ("cpu_us_per_op", "cpu_us_per_op_trio_thread", "cpu_us_per_op_other_threads")
+
+
+def _spread(outcome: Outcome) -> dict[str, Any]:
+    """The spread over the runs: ops/s (min, max; ``runs`` has them all) and CPU
+    per op (median, min, max of the total; every run's total and parts)."""
+    if not outcome.runs:
+        return {}
+    rates = [r.ops_per_s for r in outcome.runs]
+    out: dict[str, Any] = {
+        "ops_per_s_min": round(min(rates), 1),
+        "ops_per_s_max": round(max(rates), 1),
+    }
+    cpu = [r.details.get("cpu_us_per_op") for r in outcome.runs]
+    if all(x is not None for x in cpu):
+        ordered = sorted(cpu)
+        out["cpu_us_per_op_median"] = ordered[(len(ordered) - 1) // 2]
+        out["cpu_us_per_op_min"] = ordered[0]
+        out["cpu_us_per_op_max"] = ordered[-1]
+    for key in _CPU_KEYS:
+        out[f"{key}_runs"] = [r.details.get(key) for r in outcome.runs]
+    return out
+
+
 def to_json(outcomes: Sequence[Outcome], meta: dict[str, Any]) -> dict[str, Any]:
     by_name = {o.scenario.name: o for o in outcomes}
     entries = []
@@ -86,7 +128,9 @@ def to_json(outcomes: Sequence[Outcome], meta: dict[str, Any]) -> dict[str, Any]
             "p99_ms": _round(median.p99_ms, 3) if median else None,
             "baseline": outcome.scenario.baseline,
             "ratio": _round(_ratio(outcome, by_name), 2),
+            "ratio_runs": _ratio_runs(outcome, by_name),
             "runs": [round(r.ops_per_s, 1) for r in outcome.runs],
+            **_spread(outcome),
         }
         if outcome.error is not None:
             entry["error"] = outcome.error
@@ -109,7 +153,10 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def format_table(outcomes: Sequence[Outcome]) -> str:
     by_name = {o.scenario.name: o for o in outcomes}
-    header = ("scenario", "ops/s", "unit", "p50 ms", "p99 ms", "vs", "ratio", "runs (ops/s)")
+    header = (
+        "scenario", "ops/s", "unit", "p50 ms", "p99 ms", "cpu us/op", "vs", "ratio",
+        "runs (ops/s)",
+    )  # fmt: skip
     rows = []
     for outcome in outcomes:
         median = outcome.median
@@ -121,13 +168,14 @@ def format_table(outcomes: Sequence[Outcome]) -> str:
                 median.unit if median else "FAILED",
                 _fmt(median.p50_ms if median else None, ".2f"),
                 _fmt(median.p99_ms if median else None, ".2f"),
+                _fmt(median.details.get("cpu_us_per_op") if median else None, ".1f"),
                 outcome.scenario.baseline or "",
                 f"{ratio:.2f}x" if ratio is not None else "",
                 " ".join(f"{r.ops_per_s:,.0f}" for r in outcome.runs),
             )
         )
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    right = {1, 3, 4, 6}
+    right = {1, 3, 4, 5, 7}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
@@ -285,8 +333,8 @@ def busy_warning(load: dict[str, float | None]) -> str | None:
         return None
     return (
         f"note: other processes used {share:.0%} of this machine's CPU time during the run: "
-        "rates are lower and noisier than on an idle machine (cpu_us_per_message, the CPU "
-        "cost per message, is the steadier figure)"
+        "rates are lower and noisier than on an idle machine (cpu_us_per_op, the CPU "
+        "cost per op, is the steadier figure)"
     )
 
 

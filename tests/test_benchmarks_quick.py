@@ -1,0 +1,62 @@
+"""The benchmarks' own plumbing, in a second or two: the group-commit baseline
+writes and acknowledges every row, and the JSON carries the CPU figures, the
+spread over runs and the ratios the issue's targets are read from."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from benchmarks import Result, Scenario, Settings, _baseline  # noqa: E402
+from benchmarks._report import Outcome, to_json  # noqa: E402
+
+_CPU = ("cpu_us_per_op", "cpu_us_per_op_trio_thread", "cpu_us_per_op_other_threads")
+
+
+def test_bare_group_commit_writes_every_row_in_groups(tmp_path: Path) -> None:
+    result = _baseline.bare_group_commit(Settings(quick=True), tmp_path)
+    d = result.details
+    assert d["rows"] == 12_000 // 64 * 64
+    # More than one row per fsync: the senders' rows share commits.
+    assert d["rows_per_commit"] > 1
+    assert d["largest_commit"] <= 64
+    assert all(d[key] > 0 for key in _CPU)
+    assert result.p50_ms is not None and result.p50_ms <= result.p99_ms
+
+
+def _result(ops: float, cpu: float) -> Result:
+    return Result(
+        ops_per_s=ops,
+        details={
+            "cpu_us_per_op": cpu,
+            "cpu_us_per_op_trio_thread": cpu - 1,
+            "cpu_us_per_op_other_threads": 1.0,
+        },
+    )
+
+
+def test_json_has_spread_and_ratios() -> None:
+    def run(settings: Settings, workdir: Path) -> Result:
+        raise AssertionError("not run")
+
+    base = Outcome(Scenario("base", run), runs=[_result(100, 10), _result(200, 9), _result(50, 12)])
+    mine = Outcome(
+        Scenario("mine", run, baseline="base"),
+        runs=[_result(40, 30), _result(60, 20), _result(30, 50)],
+    )
+    entries = {e["name"]: e for e in to_json([base, mine], {})["scenarios"]}
+    entry = entries["mine"]
+    assert entry["ops_per_s"] == 40  # the median run by ops/s, and its details
+    assert entry["cpu_us_per_op"] == 30
+    assert entry["ratio"] == 0.4  # 40 over the baseline's median, 100
+    assert entry["ratio_runs"] == [0.4, 0.3, 0.6]  # round by round
+    assert (entry["ops_per_s_min"], entry["ops_per_s_max"]) == (30, 60)
+    assert entry["cpu_us_per_op_runs"] == [30, 20, 50]
+    assert (entry["cpu_us_per_op_median"], entry["cpu_us_per_op_min"]) == (30, 20)
+    assert entry["cpu_us_per_op_max"] == 50
+    assert entry["cpu_us_per_op_trio_thread_runs"] == [29, 19, 49]
+    assert entries["base"]["baseline"] is None and entries["base"]["ratio"] is None
