@@ -36,7 +36,6 @@ from ._protocol import Store
 from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
 from ._schema import prepare as prepare_schema
 from ._sqlite_reads import SqliteReads
-from ._thread import WriterThread
 from ._wal import WalCheckpointer, limit_wal
 from ._writer import BatchWriter, _Op
 
@@ -84,8 +83,8 @@ def _fsync_directory(directory: Path) -> None:
 
 
 class SqliteStore(BatchWriter, SqliteReads):
-    """The `Store` on SQLite. Writes are durable on return; reads see only what
-    was committed (one-row reads run on the trio thread, replays on workers)."""
+    """The store behind the runtime. Writes are async and durable on return;
+    reads are sync and see only what was committed."""
 
     def __init__(
         self,
@@ -115,7 +114,6 @@ class SqliteStore(BatchWriter, SqliteReads):
         self._stopped_by: sqlite3.Error | None = None
         self._recoveries = 0
         self._full = FullDisk(directory)
-        self._thread = WriterThread("callboard store writer")
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:

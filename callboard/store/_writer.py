@@ -3,7 +3,7 @@
 Every write is an operation (`_Op`) queued to one writer task, which takes
 all that wait, runs them in one transaction and acknowledges them after the
 one COMMIT; the slow path (a held lock, a failed operation, a retention
-step) runs the batch on the writer's thread, each operation alone if one fails.
+step) runs the batch in a worker thread, each operation alone if one fails.
 An I/O error at COMMIT stops the store until it has reopened its files and
 recovered from the WAL. It is a base class of `SqliteStore`, kept apart from
 the store's lifecycle, writes and reads because it is the part that decides
@@ -24,7 +24,6 @@ import trio
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from ._full import FullDisk
 from ._sqlite_ops import WriterState
-from ._thread import WriterThread
 from ._wal import WalCheckpointer
 
 log = logging.getLogger("callboard.store")
@@ -93,15 +92,12 @@ class BatchWriter:
     _stopped_by: sqlite3.Error | None
     _recoveries: int
     _full: FullDisk
-    _thread: WriterThread
-    """Where the blocking calls on the writer's connection run (COMMIT, slow batches)."""
 
     def _reopen(self) -> None:
         """Close the files and open them again (`SqliteStore` does it)."""
         raise NotImplementedError
 
     async def _run_writer(self, task_status: trio.TaskStatus[None]) -> None:
-        self._thread.start()
         task_status.started()
         try:
             async for first in self._receive:
@@ -130,12 +126,10 @@ class BatchWriter:
                 # arrive meanwhile queue up and share the next commit.
                 if self._wal.due():
                     assert self._writer is not None
-                    await self._thread.run(self._wal.checkpoint, self._writer)
+                    await trio.to_thread.run_sync(self._wal.checkpoint, self._writer)
         finally:
             self._receive.close()
             self._fail_waiting()
-            # Nothing is queued to it any more (every call above was awaited).
-            self._thread.stop()
 
     async def _write(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch.
@@ -143,7 +137,7 @@ class BatchWriter:
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to the writer's thread, and the event loop runs on meanwhile. A batch with
+        goes to a thread, and the event loop runs on meanwhile. A batch with
         a slow op (a retention step, a few ms of deleting) runs in a thread
         whole: SQLite lets go of the GIL while it works.
         """
@@ -154,14 +148,14 @@ class BatchWriter:
         now = self._clock()
         state.key_stamp = self.key_clock()
         if any(op.slow for op in batch):
-            await self._thread.run(self._run_batch, batch, now)
+            await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:
             # Someone else holds the write lock: wait for it off the event loop.
-            await self._thread.run(self._run_batch, batch, now)
+            await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:
             for op in batch:
@@ -174,10 +168,10 @@ class BatchWriter:
             # error where a statement spilled pages to the WAL does.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            await self._thread.run(self._run_batch, batch, now)
+            await trio.to_thread.run_sync(self._run_batch, batch, now)
             return
         try:
-            await self._thread.run(conn.execute, "COMMIT")
+            await trio.to_thread.run_sync(conn.execute, "COMMIT")
         except BaseException as exc:
             # Whatever became of the transaction, the table is the truth now.
             state.forget()
@@ -220,7 +214,7 @@ class BatchWriter:
     async def _recover(self) -> bool:
         """Reopen the files after a fail-stop; True once the store takes writes again."""
         try:
-            await self._thread.run(self._reopen)
+            await trio.to_thread.run_sync(self._reopen)
         except (sqlite3.Error, OSError) as exc:
             self._stopped_by = exc if isinstance(exc, sqlite3.Error) else self._stopped_by
             return False

@@ -23,14 +23,27 @@ from test_fsync_errors import needs_strace
 
 CHILD = Path(__file__).parent / "store_child.py"
 MESSAGES = 120
-# The schema takes about 36 writes to the WAL; MESSAGES sends about 380 more.
-FIRST_WRITE = (45, 300)
+# The first failing write, counted after the ones opening the store takes
+# (measured: the schema's, about 50), within the 400 or so MESSAGES sends make.
+AFTER_OPEN = (1, 250)
+
+
+def _files(data: Path) -> list[str]:
+    return [f"-P{data / 'callboard.sqlite3'}", f"-P{data / 'callboard.sqlite3-wal'}"]
+
+
+async def _writes_to_open(tmp_path: Path) -> int:
+    """How many pwrite64 calls opening a new data directory makes (no send)."""
+    data, log = tmp_path / "opening", tmp_path / "opening.strace"
+    strace = ["strace", "-f", "-qq", "-o", str(log), *_files(data), "-e", "trace=pwrite64"]
+    run = await run_child([*strace, sys.executable, str(CHILD), "send", str(data), "0"])
+    assert "done" in run.lines, run.errors[-5:]
+    return sum("pwrite64(" in line for line in log.read_text().splitlines())
 
 
 async def _trial(data: Path, error: str, first: int, last: int, *, halt: bool) -> Run:
     """Run the child with writes ``first`` to ``last`` of its database files failing."""
-    files = [f"-P{data / 'callboard.sqlite3'}", f"-P{data / 'callboard.sqlite3-wal'}"]
-    strace = ["strace", "-f", "-qq", "-o", "/dev/null", *files, "-e", "trace=pwrite64",
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", *_files(data), "-e", "trace=pwrite64",
               "-e", f"inject=pwrite64:error={error}:when={first}..{last}"]  # fmt: skip
     command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
     run = await run_child(command + (["halt"] if halt else []))
@@ -43,10 +56,12 @@ async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[T
     at once, and how many runs met a fault (one the store answered)."""
     rng = random.Random(seed)
     going_on, halted, faulted = Tally(), Tally(), 0
+    opening = await _writes_to_open(tmp_path)
+    assert opening > 0
     for trial in range(2 * trials):
         data = tmp_path / f"{error}-{trial}"
         halt = trial % 2 == 1
-        first = rng.randint(*FIRST_WRITE)
+        first = opening + rng.randint(*AFTER_OPEN)
         last = first + rng.choice((0, 0, rng.randint(1, 30)))  # one failure, or a burst
         run = await _trial(data, error, first, last, halt=halt)
         (halted if halt else going_on).add(run.told, run.unknown, await applied(data))
