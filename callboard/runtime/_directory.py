@@ -95,22 +95,28 @@ class Directory:
 
     @property
     def kinds(self) -> dict[str, type[Actor]]:
+        """A copy, for callers outside the runtime (`kind_named` does not copy)."""
         return dict(self._kinds)
 
-    def check_kind(self, kind: str) -> None:
-        if kind not in self._kinds:
+    def kind_named(self, kind: str) -> type[Actor] | None:
+        """The class registered as ``kind``, or None; no copy (it is on hot paths)."""
+        return self._kinds.get(kind)
+
+    def check_kind(self, kind: str) -> type[Actor]:
+        """The class registered as ``kind``; `UnknownKind` if there is none."""
+        cls = self._kinds.get(kind)
+        if cls is None:
             known = ", ".join(sorted(self._kinds)) or "none"
             raise UnknownKind(f"there is no actor kind {kind!r} (known kinds: {known})")
+        return cls
 
     def kind_of(self, address: str) -> type[Actor]:
         kind, _ = parse_address(address)
-        self.check_kind(kind)
-        return self._kinds[kind]
+        return self.check_kind(kind)
 
     def create_kind(self, kind: str) -> str | None:
         """The kind to create a missing actor as (virtual kinds), else None."""
-        self.check_kind(kind)
-        return kind if self._kinds[kind].virtual else None
+        return kind if self.check_kind(kind).virtual else None
 
     def settings_for(self, kind: str) -> Mapping[str, Any]:
         self.check_kind(kind)

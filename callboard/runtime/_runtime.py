@@ -146,7 +146,7 @@ class Runtime:
         (a virtual kind with no actor there yet); for quotas, so not a promise."""
         if address in self._cells.cells:
             return False  # the common case on the hot path: one dict lookup
-        cls = self._cells.kinds.get(address.partition("/")[0])
+        cls = self._cells.kind_named(address.partition("/")[0])
         if cls is None or not cls.virtual:
             return False
         return await self._store.actor(address) is None
@@ -159,7 +159,7 @@ class Runtime:
         cancel. Offered by the kind registered as ``task`` (`Actor.caller`), e.g.
         the agent's, from `callboard.agent.builtin_kinds`."""
         if self._tasks is None:
-            cls = self._cells.kinds.get("task")
+            cls = self._cells.kind_named("task")
             self._tasks = cls.caller(self) if cls is not None else None
             if self._tasks is None:
                 raise UnknownKind(
@@ -216,8 +216,7 @@ class Runtime:
         The address's ``existed`` is True when an actor with the same spec was
         already there; a different spec raises `SpawnConflict`.
         """
-        self.check_kind(kind)
-        cls = self._cells.kinds[kind]
+        cls = self._cells.check_kind(kind)
         address = Address(f"{kind}/{name if name is not None else new_name()}")
         spec_json = _spec_bytes(_views.structure_spec(self._cells, cls, spec, address))
         self._cells.check_open()

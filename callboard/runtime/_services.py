@@ -77,10 +77,9 @@ async def prune_keys(cells: Directory, config: RuntimeConfig, steady: SteadyWall
 async def recover(cells: Directory) -> int:
     """Activate every actor a previous process left with work; how many."""
     count = 0
-    kinds = cells.kinds
     for address in await cells.store.addresses_with_work(cells.wall_time()):
         kind = address.split("/", 1)[0]
-        if kind not in kinds:
+        if cells.kind_named(kind) is None:
             log.warning("not recovering %s: no kind %r is registered", address, kind)
             continue
         if address not in cells.cells:
