@@ -8,9 +8,9 @@ session crashes before anything of the dequeue is announced, restarts from
 its last snapshot, and takes the same prompt from the front of the queue.
 
 Why not hold the write lock from a second connection: every write waits for
-it, so the first one to give up is the cell's ``mark_attempts`` for the
-``resume`` message, before any handler or dequeue runs; nothing can aim the
-failure at the dequeue commit itself.
+it, so the first one to give up is whichever write comes first (the
+``resume`` message's own, or an earlier commit); nothing can aim the failure
+at the dequeue commit itself.
 """
 
 from __future__ import annotations

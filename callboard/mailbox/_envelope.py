@@ -101,14 +101,15 @@ class Message:
     at: float = 0.0
 
     @classmethod
-    def from_record(cls, record: _StoredMessage) -> Message:
+    def from_record(cls, record: _StoredMessage, *, attempt: int | None = None) -> Message:
+        """The stored message; its ``attempt`` the next after those recorded, unless given."""
         return cls(
             seq=record.seq,
             type=record.type,
             body=loads(record.body),
             sender=record.sender,
             key=record.key,
-            attempt=record.attempts + 1,
+            attempt=record.attempts + 1 if attempt is None else attempt,
             at=record.at,
         )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..errors import UnknownActor
-from ._ops_mailbox import send_or_dead_letter
+from ._ops_mailbox import attempted_at_least, send_or_dead_letter
 from ._records import Commit, CommitResult, NewEvent
 from ._sqlite_ops import WriterState
 
@@ -47,6 +47,7 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
         and c.last_error is None
         and not c.clear_error
         and c.dead_letter is None
+        and c.attempts is None
     ):
         # The ordinary step of a live actor: deferred to ``WriterState.flush``,
         # merged with its counters and its other steps of the batch.
@@ -81,6 +82,8 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
     if events:
         # Deferred to ``WriterState.flush``: nothing in the writer reads events.
         w.event_rows.extend([(address, seq, e.type, e.data, e.at) for seq, e in events])
+    if c.attempts is not None:
+        attempted_at_least(conn, w, address, *c.attempts)
     if c.dead_letter is not None:
         _dead_letter(conn, w, address, c.dead_letter[0], c.dead_letter[1], now)
     if c.cursor is not None:

@@ -44,7 +44,7 @@ def enqueue(
         w.heads[address] = (seq, entry[1])
         w.dirty.add(address)
     # Deferred to ``WriterState.flush`` (see ``mailbox_read`` for why that is safe).
-    w.mailbox_rows.append((address, seq, item.type, item.body, item.sender, item.key, now))
+    w.mailbox_rows.append((address, seq, item.type, item.body, item.sender, item.key, now, w.life))
     w.inserted_from.setdefault(address, seq)
     if item.key is not None:
         conn.execute(
@@ -101,13 +101,32 @@ def _error_json(kind: str, message: str) -> bytes:
 
 
 def mark_attempts(
-    conn: sqlite3.Connection, w: WriterState, address: str, first: int, last: int
+    conn: sqlite3.Connection,
+    w: WriterState,
+    address: str,
+    first: int,
+    last: int,
+    attempts: int | None = None,
 ) -> None:
+    """Count one more attempt of messages ``first..last`` (with ``attempts``:
+    at least that many, for a message whose earlier attempt was assumed)."""
     # Updates mailbox rows: they must be in the table if this batch stored them.
     w.mailbox_read(conn, address, first, last)
     conn.execute(
-        "UPDATE mailbox SET attempts = attempts + 1 WHERE address = ? AND seq BETWEEN ? AND ?",
-        (address, first, last),
+        "UPDATE mailbox SET attempts = MAX(attempts + 1, ?) "
+        "WHERE address = ? AND seq BETWEEN ? AND ?",
+        (attempts or 0, address, first, last),
+    )
+
+
+def attempted_at_least(
+    conn: sqlite3.Connection, w: WriterState, address: str, first: int, last: int, n: int
+) -> None:
+    """Messages ``first..last`` were attempted at least ``n`` times (a crashed batch)."""
+    w.mailbox_read(conn, address, first, last)
+    conn.execute(
+        "UPDATE mailbox SET attempts = MAX(attempts, ?) WHERE address = ? AND seq BETWEEN ? AND ?",
+        (n, address, first, last),
     )
 
 

@@ -42,6 +42,10 @@ class Store(Protocol):
     """Stamps idempotency keys (the runtime sets its steady clock here)."""
     on_recovered: Callable[[], None] | None
     """Called after the store recovered from a fail-stop (writes may have landed)."""
+    life: int
+    """Tells this opening of the store from every other one: stamped on each
+    message stored (`MailboxRecord.life`), so that a row stored in an earlier
+    life is known to have been pending when that life ended."""
 
     @property
     def healthy(self) -> bool:
@@ -60,7 +64,12 @@ class Store(Protocol):
         """One actor's handled batch: state, cursor, events, sends, timers, logs."""
         ...
 
-    async def mark_attempts(self, address: str, first: int, last: int) -> None: ...
+    async def mark_attempts(
+        self, address: str, first: int, last: int, attempts: int | None = None
+    ) -> None:
+        """Count an attempt of messages ``first..last``, durably, before it starts
+        (``attempts``: at least that many in all)."""
+        ...
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
         """Create the actor; (existed, the stored spec) when it was already there."""

@@ -96,6 +96,9 @@ class Commit:
     last_error: bytes | None = None
     clear_error: bool = False
     dead_letter: tuple[int, bytes] | None = None
+    attempts: tuple[int, int, int] | None = None
+    """``(first, last, n)``: messages ``first..last`` were attempted at least
+    ``n`` times (a crashed batch, counted before its dead letter is taken)."""
 
 
 @attrs.define
@@ -151,6 +154,8 @@ class MailboxRecord:
     key: str | None
     attempts: int
     at: float
+    life: int | None = None
+    """The `Store.life` that stored it; None for a row from before it was kept."""
 
 
 @attrs.frozen

@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS mailbox (
     key TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     at REAL NOT NULL,
+    life INTEGER,
     PRIMARY KEY (address, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS keys (
@@ -129,7 +130,7 @@ CREATE TABLE IF NOT EXISTS logs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
@@ -201,11 +202,25 @@ def _events_compact_and_prunable(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE events_v3 RENAME TO events")  # ``SCHEMA`` adds its index
 
 
+def _mailbox_rows_know_their_life(conn: sqlite3.Connection) -> None:
+    """Version 3 to 4: ``mailbox`` gains ``life``, the store's life that stored a row.
+
+    A row stored before version 4 keeps NULL: its ``attempts`` were marked
+    before each delivery, so they are exact (see ``Inbox`` for why rows of a
+    newer version count their first attempt otherwise).
+    """
+    if _has_table(conn, "mailbox"):
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(mailbox)")}
+        if "life" not in columns:
+            conn.execute("ALTER TABLE mailbox ADD COLUMN life INTEGER")
+
+
 # ``MIGRATIONS[n]`` takes a database of version ``n`` to version ``n + 1``,
 # inside the open transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _timers_never_reuse_an_id,
     2: _events_compact_and_prunable,
+    3: _mailbox_rows_know_their_life,
 }
 
 

@@ -16,6 +16,7 @@ and ``_ops_commit``.
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -107,7 +108,8 @@ class SqliteStore(BatchWriter, SqliteReads):
         self._commit_seconds = 0.0
         # The writer's counters and deferred rows: this store's alone, and
         # used only by its writer, one batch at a time.
-        self._state = ops.WriterState(max_cached_actors)
+        self.life = secrets.randbits(62)
+        self._state = ops.WriterState(max_cached_actors, life=self.life)
         self._wal = WalCheckpointer(directory / f"{_DATABASE}-wal")
         # Fail-stop (see _stop_after_io_error): the I/O error that stopped the
         # store, until it has reopened its files and recovered from the WAL.
@@ -172,10 +174,12 @@ class SqliteStore(BatchWriter, SqliteReads):
         state = self._state
         return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
 
-    async def mark_attempts(self, address: str, first: int, last: int) -> None:
+    async def mark_attempts(
+        self, address: str, first: int, last: int, attempts: int | None = None
+    ) -> None:
         state = self._state
         await self._submit(
-            lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last)
+            lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last, attempts)
         )
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:

@@ -61,13 +61,15 @@ class WriterState:
         "heads",
         "inserted_from",
         "key_stamp",
+        "life",
         "mailbox_rows",
         "max_heads",
         "steps",
     )
 
-    def __init__(self, max_heads: int = 10_000) -> None:
+    def __init__(self, max_heads: int = 10_000, *, life: int = 0) -> None:
         self.max_heads = max_heads
+        self.life = life  # stamped on every mailbox row stored (see `Store.life`)
         self.heads: dict[str, tuple[int, int]] = {}
         self.dirty: set[str] = set()
         self.steps: dict[str, list[Any]] = {}
@@ -123,8 +125,8 @@ class WriterState:
         # the batch (``commit`` checks it), so this order is the batch's order.
         if self.mailbox_rows:
             conn.executemany(
-                "INSERT INTO mailbox (address, seq, type, body, sender, key, at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO mailbox (address, seq, type, body, sender, key, at, life) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 self.mailbox_rows,
             )
         if self.event_rows:

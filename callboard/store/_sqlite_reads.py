@@ -67,7 +67,7 @@ class SqliteReads:
 
     async def pending(self, address: str, after: int, limit: int) -> list[MailboxRecord]:
         rows = self._read(
-            "SELECT address, seq, type, body, sender, key, attempts, at FROM mailbox "
+            "SELECT address, seq, type, body, sender, key, attempts, at, life FROM mailbox "
             "WHERE address = ? AND seq > ? ORDER BY seq LIMIT ?",
             (address, after, limit),
         )

@@ -51,7 +51,9 @@ class ActorCell:
         self.final_status: str | None = None
         self.restarts = 0
         self._svc = services
-        self._inbox = Inbox(services.store, address, limit=services.inbox_limit)
+        self._inbox = Inbox(
+            services.store, address, limit=services.inbox_limit, window=services.batch_max
+        )
         self._wakeup = trio.Event()
         self._passivation_requested = False
         self._slot_wait: trio.CancelScope | None = None
@@ -68,6 +70,10 @@ class ActorCell:
         self._last_error: bytes | None = None
         self._current: Message | None = None
         self._pending_dead_letter: tuple[int, bytes] | None = None
+        # A batch of first attempts being handled: nothing in the store says it
+        # started, so a crash counts it (see `Inbox`).
+        self._uncounted: tuple[int, int] | None = None
+        self._pending_attempts: tuple[int, int, int] | None = None
         self._restart_window = RestartWindow(kind.supervision.intensity, kind.supervision.period)
         self.commit_failure: str | None = None
         """Why its last commit failed (the store refused it), until a step commits."""
@@ -255,9 +261,18 @@ class ActorCell:
             if first.attempt > policy.max_attempts:
                 async with self._lock:
                     self._dead_letter(first, self._died_handling(first))
+                    # Its last attempt may have been assumed rather than marked.
+                    self._pending_attempts = (first.seq, first.seq, first.attempt - 1)
                     await self._commit(cursor=first.seq)
                 continue
-            await self._svc.store.mark_attempts(self.address, first.seq, batch[-1].seq)
+            if first.attempt == 1:
+                self._uncounted = (first.seq, batch[-1].seq)
+            else:
+                # A retry runs alone, counted before it starts: if it kills the
+                # process, the next life knows.
+                await self._svc.store.mark_attempts(
+                    self.address, first.seq, first.seq, first.attempt
+                )
             # Taken without a schedule point when free (it almost always is):
             # the handler and the commit are the awaits that matter.
             if self._lock.locked():
@@ -270,6 +285,7 @@ class ActorCell:
                     await actor.handle(ctx, message)
                 self._current = None
                 await self._commit(cursor=batch[-1].seq)
+                self._uncounted = None
             finally:
                 self._lock.release()
 
@@ -333,6 +349,9 @@ class ActorCell:
             busy = self._actor.is_busy()
         if self._pending_dead_letter is not None:
             lifecycle["dead_letter"], self._pending_dead_letter = self._pending_dead_letter, None
+        if self._pending_attempts is not None:
+            # Kept until a commit takes it: a crash's count must not be lost.
+            lifecycle["attempts"] = self._pending_attempts
         commit = build_commit(
             self.address, self.kind.state_version, effects, state, busy, cursor,
             lifecycle, self.wall_time(),
@@ -346,6 +365,8 @@ class ActorCell:
             raise
         if not bookkeeping:
             self.commit_failure = None
+        if commit.attempts is not None:
+            self._pending_attempts = None
         # Durable from here on: only now may anyone hear of it.
         self._svc.counted("commits")
         if commit.dead_letter is not None:
@@ -387,6 +408,10 @@ class ActorCell:
         reason = CrashReason.from_exception(exc)
         failed_seq = self._current.seq if self._current is not None else None
         self._current = None
+        if self._uncounted is not None:
+            # Counted in whichever commit records the crash, before a dead letter.
+            self._pending_attempts = (*self._uncounted, 1)
+            self._uncounted = None
         self.effects = Effects()  # what the failed attempt did is not committed
         self._actor = None
         error_json = dumps({**reason.to_json(), "seq": failed_seq})

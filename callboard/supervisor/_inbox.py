@@ -6,6 +6,19 @@ sender is delivered here at once (`deliver`); one that does not fit, or
 arrives while the inbox loads, or was never delivered in memory (a fired
 timer: `poke`), marks the inbox ``stale``, and the mailbox loop reads on from
 the store once what it holds is handled.
+
+Attempts are counted without a write before each batch. A message's first
+attempt is charged when it is stored (its row says 0 attempts and the store
+life that stored it); a later attempt is marked in the store before it
+starts, and a batch that crashes is counted in the crash's commit. What a
+process death leaves is told apart by the life: a row stored in an earlier
+life, never marked, and within ``window`` (a batch's most) of the committed
+cursor may have been in the batch that was running when that life ended, so
+its next attempt counts as its second, and it runs alone. A message further
+on cannot have started; one stored in this life, if it had started and
+crashed, would have been counted. So a poison message that kills the process
+is counted at each death, and what waits behind it past the window loses none
+of its attempts.
 """
 
 from __future__ import annotations
@@ -21,10 +34,12 @@ __all__ = ["Inbox"]
 class Inbox:
     """The next unhandled messages of ``address``, the rest left in ``store``."""
 
-    def __init__(self, store: Store, address: str, *, limit: int) -> None:
+    def __init__(self, store: Store, address: str, *, limit: int, window: int) -> None:
         self._store = store
         self._address = address
         self._limit = limit
+        self._window = window
+        self._assumed_through = 0  # rows up to here may have started in an earlier life
         self._messages: deque[Message] = deque()
         self._loaded_upto = 0
         self._taken = 0
@@ -42,6 +57,7 @@ class Inbox:
         """
         self._loading = True
         self._taken = cursor
+        self._assumed_through = cursor + self._window
         self._messages.clear()
         await self.reload()
 
@@ -54,7 +70,13 @@ class Inbox:
             rows = await self._store.pending(self._address, self._taken, self._limit)
         finally:
             self._loading = False
-        self._messages.extend(Message.from_record(r) for r in rows)
+        life, through = self._store.life, self._assumed_through
+        self._messages.extend(
+            Message.from_record(r, attempt=2)
+            if r.attempts == 0 and r.seq <= through and r.life is not None and r.life != life
+            else Message.from_record(r)
+            for r in rows
+        )
         self._loaded_upto = rows[-1].seq if rows else self._taken
         # A delivery during the read (stale meanwhile) is read the next time.
         self._stale = self._stale or len(rows) >= self._limit
