@@ -33,6 +33,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from .._version import __version__
 from ..errors import CallboardError
+from ..mailbox import Ack
 from ..runtime import Runtime
 from . import _frames as f
 from ._access import Access, Refused
@@ -318,6 +319,8 @@ class Connection:
             if self._inflight == 0:
                 self._settled = trio.Event()
             self._inflight += 1
+            if type(request) is f.Send and self._send_soon(request):
+                return
             assert self._nursery is not None
             self._nursery.start_soon(self._handle, request)
 
@@ -329,10 +332,51 @@ class Connection:
             if reply is not None:
                 await self.outbox.put(reply)
         finally:
-            self._slots.release()
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._settled.set()
+            self._answered()
+
+    def _answered(self) -> None:
+        self._slots.release()
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._settled.set()
+
+    def _send_soon(self, request: f.Send) -> bool:
+        """Answer a send to an active actor when its write is durable, with no
+        task of its own (the common case); False leaves it to `_handle`, which
+        also answers every refusal and every error."""
+        grant = self.grant
+        if grant is None or not grant.may_write(request.to):
+            return False
+        rid, counters = request.id, self._counters
+
+        def stored(ack: Ack | Exception) -> None:
+            if isinstance(ack, Exception):
+                reply = self._error_reply(request, ack)
+            else:
+                if not ack.duplicate:
+                    counters.sends_accepted += 1
+                reply = f.encode_ok(rid, seq=ack.seq, duplicate=ack.duplicate)
+            if self.outbox.put_nowait(reply) or self.outbox.closing:
+                self._answered()  # queued, or no one will read it
+                return
+            assert self._nursery is not None
+            try:
+                self._nursery.start_soon(self._reply_later, reply)
+            except RuntimeError:
+                self._answered()  # the connection is gone: no one will read it
+
+        try:
+            return self._rt.send_nowait(
+                request.to, request.type, request.body, key=request.key, then=stored
+            )
+        except Exception:
+            return False  # refused before anything was queued: `_handle` says why
+
+    async def _reply_later(self, reply: str) -> None:
+        try:
+            await self.outbox.put(reply)
+        finally:
+            self._answered()
 
     def _serving(self) -> _Served:
         """What requests are answered with, once (the grant is known after hello)."""
@@ -344,19 +388,22 @@ class Connection:
         return self._served
 
     async def _answer(self, request: f.Request) -> str | None:
-        op = request.op
         try:
             return await dispatch(self._served or self._serving(), request)
-        except CallboardError as exc:
+        except Exception as exc:
+            return self._error_reply(request, exc)
+
+    def _error_reply(self, request: f.Request, exc: Exception) -> str:
+        op = request.op
+        if isinstance(exc, CallboardError):
             message = str(exc)
             if exc.code == "internal":
                 log.error("internal error answering %s %r", op, request.id, exc_info=exc)
                 message += " (an internal error: please report it with the server's log)"
             return f.encode_error(request.id, exc.code, message, type(exc).__name__)
-        except Exception as exc:
-            log.error("internal error answering %s %r", op, request.id, exc_info=exc)
-            return f.encode_error(
-                request.id, "internal",
-                f"an internal error ({type(exc).__name__}: {exc}) stopped this {op}; it is a "
-                "bug: please report it with the server's log",
-            )  # fmt: skip
+        log.error("internal error answering %s %r", op, request.id, exc_info=exc)
+        return f.encode_error(
+            request.id, "internal",
+            f"an internal error ({type(exc).__name__}: {exc}) stopped this {op}; it is a "
+            "bug: please report it with the server's log",
+        )  # fmt: skip

@@ -45,7 +45,7 @@ from ..mailbox import (
     encode_body,
     new_name,
 )
-from ..store import Enqueue, Store
+from ..store import Enqueue, Store, StoredAck
 from ..views import ActorInfo, ActorView, TaskOperations
 from . import _views
 from ._config import RuntimeConfig
@@ -203,11 +203,44 @@ class Runtime:
         (result,) = await self._store.enqueue([item])
         if isinstance(result, Exception):
             raise result
+        return self._accepted(item, result)
+
+    def send_nowait(
+        self, to: str, type: str, body: Any = None, *, key: str | None = None,
+        sender: str | None = None, then: Callable[[Ack | Exception], None],
+    ) -> bool:  # fmt: skip
+        """`send` to an active actor without waiting: ``then`` hears the `Ack`
+        once the message is durable, or the exception that refused it, on the
+        trio thread. Bad input raises here, as `send` raises it.
+
+        Returns False, having done nothing, when the send would have to wait
+        (the actor is not active, or the write queue is full): `send` then.
+        A server answers a request this way without a task per request.
+        """
+        cell = self._cells.cells.get(to) if isinstance(to, str) else None
+        if cell is None:
+            return False
+        check_type(type, what=f"the type of a message to {to!r}")
+        if key is not None:
+            check_key(key, what=f"the idempotency key of a message to {to!r}")
+        data = encode_body(body, what=f"the body of {type!r} to {to!r}")
+        self._cells.check_open()
+        item = Enqueue(to, type, data, sender, key, cell.kind.kind if cell.kind.virtual else None)
+
+        def stored(result: StoredAck | Exception) -> None:
+            then(result if isinstance(result, Exception) else self._accepted(item, result))
+
+        return self._store.enqueue_soon(item, stored)
+
+    def _accepted(self, item: Enqueue, result: StoredAck) -> Ack:
+        """``item`` is durable: hand it to its actor (a duplicate was already)."""
         if not result.duplicate:
             self._cells.counts["accepted"] += 1
-            self._cells.deliver(
-                to, Message(result.seq, type, loads(data), sender, key, at=self._cells.wall_time())
-            )
+            message = Message(
+                result.seq, item.type, loads(item.body), item.sender, item.key,
+                at=self._cells.wall_time(),
+            )  # fmt: skip
+            self._cells.deliver(item.address, message)
         return Ack(result.seq, result.duplicate)
 
     async def spawn(self, kind: str, spec: Any = None, name: str | None = None) -> Address:

@@ -60,6 +60,12 @@ class Store(Protocol):
         """Append messages to mailboxes; each item succeeds or fails alone."""
         ...
 
+    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
+        """Append one message without waiting: ``then`` is called on the trio
+        thread with its outcome once it is durable (or refused). Returns False,
+        having queued nothing, when that would have to wait (use `enqueue`)."""
+        ...
+
     async def commit(self, c: Commit) -> CommitResult:
         """One actor's handled batch: state, cursor, events, sends, timers, logs."""
         ...

@@ -170,6 +170,12 @@ class SqliteStore(BatchWriter, SqliteReads):
             lambda conn, now: [mailbox_ops.enqueue(conn, state, i, now) for i in items]
         )
 
+    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
+        state = self._state
+        return self._submit_soon(
+            lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), then
+        )
+
     async def commit(self, c: Commit) -> CommitResult:
         state = self._state
         return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))

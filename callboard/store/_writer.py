@@ -32,12 +32,13 @@ _T = TypeVar("_T")
 
 
 class _Op:
-    __slots__ = ("done", "error", "fn", "result", "slow", "task")
+    __slots__ = ("done", "error", "fn", "result", "slow", "task", "then")
 
     def __init__(self, fn: Callable[[sqlite3.Connection, float], Any], slow: bool = False) -> None:
         self.fn = fn
         self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
         self.task: trio.lowlevel.Task | None = None
+        self.then: Callable[[Any], None] | None = None  # told the outcome instead of a task
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -46,6 +47,13 @@ class _Op:
         self.done = True
         if self.task is not None:
             trio.lowlevel.reschedule(self.task)
+        elif self.then is not None:
+            try:
+                self.then(self.error if self.error is not None else self.result)
+            except Exception:
+                # The write's outcome stands; a caller's failure to hear it must
+                # not stop the acks of the rest of the batch.
+                log.exception("a write's outcome could not be delivered")
 
     async def wait(self) -> None:
         if self.done:
@@ -300,6 +308,20 @@ class BatchWriter:
                 op.error = self._unavailable(exc)
             else:
                 op.error = exc
+
+    def _submit_soon(
+        self, fn: Callable[[sqlite3.Connection, float], Any], then: Callable[[Any], None]
+    ) -> bool:
+        """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
+        on the trio thread after the COMMIT. False, queueing nothing, when the
+        queue is full or closed."""
+        op = _Op(fn)
+        op.then = then
+        try:
+            self._send.send_nowait(op)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
 
     async def _submit(
         self, fn: Callable[[sqlite3.Connection, float], _T], slow: bool = False
