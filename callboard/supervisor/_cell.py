@@ -26,6 +26,7 @@ from ._inbox import Inbox
 from ._restore import restore
 from ._services import CellServices
 from ._states import CellState
+from ._wakeup import Wakeup
 
 __all__ = ["ActorCell", "CellServices"]
 
@@ -41,20 +42,53 @@ def _unwrap(exc: BaseException) -> BaseException:
 class ActorCell:
     """The supervised home of one actor while it is active."""
 
+    # Slots: one of these per active actor, and a dict per instance is ~1 KB.
+    __slots__ = (
+        "_activities",
+        "_actor",
+        "_current",
+        "_cursor",
+        "_done",
+        "_finished",
+        "_inbox",
+        "_last_error",
+        "_last_error_seq",
+        "_last_state",
+        "_lock",
+        "_passivation_requested",
+        "_pending_attempts",
+        "_pending_dead_letter",
+        "_restart_window",
+        "_slot_wait",
+        "_stop_requested",
+        "_svc",
+        "_uncounted",
+        "_wakeup",
+        "address",
+        "commit_failure",
+        "effects",
+        "final_status",
+        "idle_since",
+        "kind",
+        "restarts",
+        "state",
+    )
+
     def __init__(
         self, address: str, kind: type[Actor], services: CellServices, *, stop: bool = False
     ) -> None:
         self.address = address
         self.kind = kind
         self.effects = Effects()
-        self.done = trio.Event()
+        self._done: trio.Event | None = None  # made when someone waits (see `done`)
+        self._finished = False
         self.final_status: str | None = None
         self.restarts = 0
         self._svc = services
         self._inbox = Inbox(
             services.store, address, limit=services.inbox_limit, window=services.batch_max
         )
-        self._wakeup = trio.Event()
+        self._wakeup = Wakeup()
         self._passivation_requested = False
         self._slot_wait: trio.CancelScope | None = None
         self.idle_since: float | None = None
@@ -74,9 +108,19 @@ class ActorCell:
         # started, so a crash counts it (see `Inbox`).
         self._uncounted: tuple[int, int] | None = None
         self._pending_attempts: tuple[int, int, int] | None = None
-        self._restart_window = RestartWindow(kind.supervision.intensity, kind.supervision.period)
+        self._restart_window: RestartWindow | None = None  # made at the first crash
         self.commit_failure: str | None = None
         """Why its last commit failed (the store refused it), until a step commits."""
+
+    @property
+    def done(self) -> trio.Event:
+        """Set once the cell has ended for good (its successor waits for it)."""
+        if self._done is None:
+            # Most cells are never waited for: an Event each is 450 bytes.
+            self._done = trio.Event()
+            if self._finished:
+                self._done.set()
+        return self._done
 
     # -- the mailbox, in memory --------------------------------------------
 
@@ -190,7 +234,9 @@ class ActorCell:
         finally:
             self.state = CellState.DONE
             self._svc.gone(self)
-            self.done.set()
+            self._finished = True
+            if self._done is not None:
+                self._done.set()
 
     async def _live(self, restarted: bool) -> None:
         self.state = CellState.STARTING
@@ -205,6 +251,7 @@ class ActorCell:
         self._last_state = record.state
         self._last_error = record.last_error
         self._last_error_seq = loads(record.last_error).get("seq") if record.last_error else None
+        del record  # this frame lives as long as the actor: keep no copy of its row
         self.effects = Effects()
         ctx = Context(self)
         async with trio.open_nursery() as nursery:
@@ -239,7 +286,6 @@ class ActorCell:
                     continue
                 # Idle: the runtime's sweeper asks us to passivate when this
                 # lasted long enough (one sweeper, not a timer per message).
-                self._wakeup = trio.Event()
                 self.idle_since = trio.current_time()
                 self.state = CellState.IDLE
                 try:
@@ -372,7 +418,9 @@ class ActorCell:
         if commit.dead_letter is not None:
             self._svc.counted("dead_letters")
         if state is not None:
-            self._last_state = state
+            # A copy of its exact size: orjson's buffer is 4 KB whatever it
+            # holds, and every active actor keeps its last snapshot.
+            self._last_state = bytes(memoryview(state))
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
             self._svc.cursor_advanced(self.address, cursor)
@@ -415,6 +463,8 @@ class ActorCell:
         self.effects = Effects()  # what the failed attempt did is not committed
         self._actor = None
         error_json = dumps({**reason.to_json(), "seq": failed_seq})
+        if self._restart_window is None:
+            self._restart_window = RestartWindow(policy.intensity, policy.period)
         exceeded = self._restart_window.record(trio.current_time())
         verdict = crash_verdict(policy, exc, exceeded, failed_seq, self._cursor)
         if verdict is Verdict.ESCALATE:
