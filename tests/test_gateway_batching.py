@@ -273,3 +273,25 @@ async def test_a_burst_reaches_every_subscriber_whole_and_in_order(
         assert max(batches) == write_batch
     else:  # 64 K characters hold about 30 of these frames
         assert 1 < max(batches) <= 64 * 1024 // 2000
+
+
+async def test_pipelined_sends_are_all_answered_when_their_replies_overflow_the_outbox(tmp_path):
+    # Sends to an active actor are answered from their write's commit, all
+    # of one group commit at once: with room for one reply outside the
+    # reserve, the rest wait for room (a task each) and none is lost.
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_subscriptions=1, send_queue=4)
+    with trio.fail_after(30):
+        async with open_gateway(tmp_path / "data", config) as (rt, gateway):
+            async with connect(gateway.url) as client:
+                await client.ok("send", to="counter/piped", type="add", body={"n": 0})
+                sent = [f"s{n}" for n in range(40)]
+                for rid in sent:
+                    await client.send_frame(
+                        {"op": "send", "id": rid, "to": "counter/piped", "type": "add"}
+                    )
+                replies = [await client.receive() for _ in sent]
+                view = await rt.inspect("counter/piped")
+    assert sorted(r["id"] for r in replies) == sorted(sent)
+    assert all(r["op"] == "ok" for r in replies), replies
+    assert sorted(r["seq"] for r in replies) == list(range(2, 42))
+    assert view.mailbox + view.cursor == 41
