@@ -42,6 +42,9 @@ class Supervision:
             crash; a ``temporary`` one is marked failed instead.
         max_attempts: a message whose handler failed this many times (counted
             durably, so process deaths count too) goes to the dead letters.
+            A process death counts an attempt for each message that may have
+            been in the batch then running: those within ``batch_max``
+            (`RuntimeConfig`) of the actor's cursor.
         intensity, period: more than ``intensity`` restarts within ``period``
             seconds means the failure is not transient; then ``on_intensity``
             decides: dead-letter the message being handled and go on, stop the
