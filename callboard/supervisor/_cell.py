@@ -26,7 +26,7 @@ from ._inbox import Inbox
 from ._restore import restore
 from ._services import CellServices
 from ._states import CellState
-from ._wakeup import Wakeup
+from ._wakeup import StepLock, Wakeup
 
 __all__ = ["ActorCell", "CellServices"]
 
@@ -92,7 +92,7 @@ class ActorCell:
         self._passivation_requested = False
         self._slot_wait: trio.CancelScope | None = None
         self.idle_since: float | None = None
-        self._lock = trio.Lock()
+        self._lock = StepLock()
         self._actor: Actor | None = None
         self._activities: trio.Nursery | None = None
         self._stop_requested = stop
@@ -194,7 +194,7 @@ class ActorCell:
             self._wakeup.set()
 
     async def checkpoint(self) -> None:
-        if self._lock.statistics().owner is trio.lowlevel.current_task():
+        if self._lock.owner is trio.lowlevel.current_task():
             await self._commit()
         else:
             async with self._lock:
