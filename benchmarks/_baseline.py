@@ -134,12 +134,15 @@ CREATE TABLE mailbox (
     key TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     at REAL NOT NULL,
+    life INTEGER,
     PRIMARY KEY (address, seq)
 ) WITHOUT ROWID;
 """
 _MAILBOX_INSERT = (
-    "INSERT INTO mailbox (address, seq, type, body, sender, key, at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO mailbox (address, seq, type, body, sender, key, at, life) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_LIFE = 1 << 61  # a store life's size (see `Store.life`)
 _SENDERS = 64
 _WARMUP_SENDS = 5  # per sender, before the clock starts
 
@@ -219,7 +222,7 @@ async def _bare_group_commit(conn: sqlite3.Connection, messages: int) -> Result:
         current, now = trio.lowlevel.current_task(), time.perf_counter
         for _ in range(count):
             seqs[slot] += 1
-            row = (address, seqs[slot], "add", _BODY, None, None, time.time())
+            row = (address, seqs[slot], "add", _BODY, None, None, time.time(), _LIFE)
             started = now()
             put((row, current))
             await trio.lowlevel.wait_task_rescheduled(_refuse_abort)

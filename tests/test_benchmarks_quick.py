@@ -4,6 +4,7 @@ spread over runs and the ratios the issue's targets are read from."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -60,3 +61,18 @@ def test_json_has_spread_and_ratios() -> None:
     assert entry["cpu_us_per_op_max"] == 50
     assert entry["cpu_us_per_op_trio_thread_runs"] == [29, 19, 49]
     assert entries["base"]["baseline"] is None and entries["base"]["ratio"] is None
+
+
+def test_the_baseline_table_has_the_store_mailbox_columns() -> None:
+    # The baseline stays a bare loop apart from the store, so it keeps its own
+    # copy of the table: this is what keeps the copy from drifting.
+    from callboard.store._schema import SCHEMA
+
+    def columns(schema: str) -> list[tuple[object, ...]]:
+        conn = sqlite3.connect(":memory:")
+        for statement in schema.split(";"):
+            if "CREATE TABLE" in statement and " mailbox " in statement:
+                conn.execute(statement.replace("IF NOT EXISTS ", ""))
+        return [tuple(row) for row in conn.execute("PRAGMA table_info(mailbox)")]
+
+    assert columns(_baseline._MAILBOX_SCHEMA) == columns(SCHEMA)
