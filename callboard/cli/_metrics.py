@@ -61,6 +61,8 @@ async def _sample(rt: Runtime, gateway: Gateway) -> list[tuple[str, str, str, An
          stats.activations),
         ("counter", "callboard_actor_passivations", "Idle actors dropped from memory",
          stats.passivations),
+        ("gauge", "callboard_actors_resting", "Actors in memory with no task (idle)",
+         stats.resting),
         ("counter", "callboard_actor_restarts", "Restarts after crashes", stats.restarts),
         ("gauge", "callboard_dead_letters", "Messages in the dead letters",
          await rt.dead_letter_count()),

@@ -50,6 +50,10 @@ class RuntimeConfig:
 
     Attributes:
         passivate_after: seconds an actor with nothing to do stays in memory.
+        rest_after: seconds an actor with nothing to do keeps its task; then it
+            rests, in memory with its state but with no task (about half of
+            an idle actor's memory), until a message wakes it. Its next
+            message costs a task start; nothing is read from the store.
         passivating_at_once: actors that passivate at the same time; when more
             are idle they wait their turn (their final commits would otherwise
             all be in memory together, and the heap keeps that peak).
@@ -84,6 +88,7 @@ class RuntimeConfig:
     """
 
     passivate_after: float = attrs.field(default=30.0, validator=_positive_seconds)
+    rest_after: float = attrs.field(default=5.0, validator=_positive_seconds)
     passivating_at_once: int = attrs.field(default=256, validator=_positive_count)
     inbox_limit: int = attrs.field(default=1000, validator=_positive_count)
     batch_max: int = attrs.field(default=256, validator=_positive_count)

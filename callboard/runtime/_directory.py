@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -175,6 +176,8 @@ class Directory:
     def close(self) -> None:
         """No more work: wake everyone waiting so they learn it closed."""
         self.state = RuntimeState.CLOSING
+        for cell in list(self.cells.values()):
+            cell.runtime_closing()  # a resting one has no task to cancel: it ends here
         for waiters in self._cursor_waiters.values():
             for _, event in waiters:
                 event.set()
@@ -220,6 +223,16 @@ class Directory:
             del self.cells[cell.address]
         if self._leaving.get(cell.address) is cell:
             del self._leaving[cell.address]
+
+    def resting_count(self) -> int:
+        return sum(cell.resting for cell in self.cells.values())
+
+    def resume(self, cell: ActorCell) -> bool:
+        """A resting cell has work: run it again, from memory."""
+        if self.nursery is None or not self.open:
+            return False
+        self.nursery.start_soon(partial(cell.run, resumed=True), name=f"actor {cell.address}")
+        return True
 
     def predecessor(self, cell: ActorCell) -> ActorCell | None:
         """The cell still leaving ``cell``'s address, which it must wait for."""

@@ -74,7 +74,11 @@ async def open_runtime(
                     )
                     background.start_soon(rt.retention.serve, name="retention")
                     background.start_soon(
-                        services.sweep_idle, cells, config.passivate_after, name="passivation"
+                        services.sweep_idle,
+                        cells,
+                        config.passivate_after,
+                        config.rest_after,
+                        name="passivation",
                     )
                     try:
                         yield rt

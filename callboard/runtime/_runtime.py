@@ -382,6 +382,8 @@ class Runtime:
             actors_removed=retained.actors,
             dead_letters_expired=retained.dead_letters,
             pages_freed=retained.pages,
+            rests=counts["rests"],
+            resting=self._cells.resting_count(),
         )
 
     async def actor_counts(self) -> dict[str, int]:

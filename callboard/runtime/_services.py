@@ -52,15 +52,21 @@ async def run_timers(cells: Directory) -> None:
                 cells.poke(ack.address)
 
 
-async def sweep_idle(cells: Directory, period: float) -> None:
-    """Passivate actors idle for ``period``: memory follows the working set,
-    not the number of actors ever touched."""
+async def sweep_idle(cells: Directory, period: float, rest_after: float) -> None:
+    """Passivate actors idle for ``period``, and let those idle for
+    ``rest_after`` rest (no task) first: memory follows the working set, not
+    the number of actors ever touched."""
     while True:
-        await trio.sleep(max(period / 4, 0.001))
+        await trio.sleep(max(min(period, rest_after) / 4, 0.001))
         now = trio.current_time()
         for cell in list(cells.cells.values()):
-            if cell.idle_since is not None and now - cell.idle_since >= period:
+            if cell.idle_since is None:
+                continue
+            idle = now - cell.idle_since
+            if idle >= period:
                 cell.request_passivation()
+            elif idle >= rest_after:
+                cell.request_rest()
 
 
 async def prune_keys(cells: Directory, config: RuntimeConfig, steady: SteadyWallClock) -> None:

@@ -33,3 +33,7 @@ class RuntimeStatistics:
     dead_letters_expired: int = 0
     pages_freed: int = 0
     """Free database pages retention gave back to the file system."""
+    rests: int = 0
+    """Times an idle actor let its task go (`RuntimeConfig.rest_after`)."""
+    resting: int = 0
+    """Actors in memory with no task now (counted in ``active`` too)."""

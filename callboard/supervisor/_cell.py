@@ -58,6 +58,7 @@ class ActorCell:
         "_passivation_requested",
         "_pending_attempts",
         "_pending_dead_letter",
+        "_rest_requested",
         "_restart_window",
         "_slot_wait",
         "_stop_requested",
@@ -90,6 +91,7 @@ class ActorCell:
         )
         self._wakeup = Wakeup()
         self._passivation_requested = False
+        self._rest_requested = False
         self._slot_wait: trio.CancelScope | None = None
         self.idle_since: float | None = None
         self._lock = StepLock()
@@ -142,6 +144,9 @@ class ActorCell:
         self._work_arrived()
 
     def _work_arrived(self) -> None:
+        if self.state is CellState.RESTING:
+            self._wake_from_rest()
+            return
         self._wakeup.set()
         if self._slot_wait is not None:
             # Waiting for its turn to passivate: it has work now instead.
@@ -150,11 +155,39 @@ class ActorCell:
     def request_passivation(self) -> None:
         """The runtime's sweeper found this actor idle for long enough."""
         self._passivation_requested = True
-        self._wakeup.set()
+        if self.state is CellState.RESTING:
+            self._wake_from_rest()
+        else:
+            self._wakeup.set()
+
+    def request_rest(self) -> None:
+        """The runtime's sweeper found this actor idle for ``rest_after``."""
+        if self.state is CellState.IDLE:
+            self._rest_requested = True
+            self._wakeup.set()
 
     def request_stop(self) -> None:
         self._stop_requested = True
         self._work_arrived()
+
+    def runtime_closing(self) -> None:
+        """The runtime closes: a resting cell ends here (its last commit holds
+        all it has: it rests only with nothing unhandled and nothing running)."""
+        if self.state is CellState.RESTING:
+            self._finish()
+
+    def _wake_from_rest(self) -> None:
+        # RUNNING at once: a second delivery before the task starts must not
+        # start another. The task finds the flags and the inbox as they are.
+        self.state = CellState.RUNNING
+        if not self._passivation_requested:
+            self.idle_since = None  # it has work: no longer idle
+        if not self._svc.resume(self):
+            self._finish()  # the runtime is closing: nothing is running here
+
+    @property
+    def resting(self) -> bool:
+        return self.state is CellState.RESTING
 
     @property
     def mailbox_size(self) -> int:
@@ -204,17 +237,20 @@ class ActorCell:
 
     # -- the supervised life ------------------------------------------------
 
-    async def run(self) -> None:
-        """Run the actor until it passivates, stops or fails; restart it on crashes."""
+    async def run(self, *, resumed: bool = False) -> None:
+        """Run the actor until it passivates, stops, fails or rests; restart it
+        on crashes. ``resumed``: it rested, and goes on from memory."""
+        resting = False
         try:
-            before = self._svc.predecessor(self)
-            if before is not None:
-                await before.done.wait()
+            if not resumed:
+                before = self._svc.predecessor(self)
+                if before is not None:
+                    await before.done.wait()
+                await self._fill()
             restarted = False
-            await self._fill()
             while True:
                 try:
-                    await self._live(restarted)
+                    resting = await self._live(restarted, resumed=resumed)
                     return
                 except Exception as exc:
                     try:
@@ -229,22 +265,34 @@ class ActorCell:
                         restart = True
                     if not restart:
                         return
-                    restarted = True
+                    restarted, resumed = True, False
                     await self._fill()
         finally:
-            self.state = CellState.DONE
-            self._svc.gone(self)
-            self._finished = True
-            if self._done is not None:
-                self._done.set()
+            if resting:
+                self.state = CellState.RESTING
+                self._svc.counted("rests")
+            else:
+                self._finish()
 
-    async def _live(self, restarted: bool) -> None:
+    def _finish(self) -> None:
+        self.state = CellState.DONE
+        self._svc.gone(self)
+        self._finished = True
+        if self._done is not None:
+            self._done.set()
+
+    async def _live(self, restarted: bool, *, resumed: bool = False) -> bool:
+        """The actor's life from its last commit (or from where it rested);
+        True when it rests."""
+        if resumed:
+            assert self._actor is not None
+            return await self._run_mailbox(self._actor, Context(self), start=None)
         self.state = CellState.STARTING
         record = await self._svc.store.actor(self.address)
         if record is None or record.final:
             self.final_status = record.status if record else None
             self.state = CellState.ENDED
-            return
+            return False
         actor = restore(self.kind, self.address, record)
         self._actor = actor
         self._cursor = record.cursor
@@ -253,22 +301,29 @@ class ActorCell:
         self._last_error_seq = loads(record.last_error).get("seq") if record.last_error else None
         del record  # this frame lives as long as the actor: keep no copy of its row
         self.effects = Effects()
-        ctx = Context(self)
+        start = "actor.restarted" if restarted else "actor.started"
+        return await self._run_mailbox(actor, Context(self), start=start)
+
+    async def _run_mailbox(self, actor: Actor, ctx: Context, *, start: str | None) -> bool:
+        """Its activities' nursery, ``on_start`` (announced as ``start``; None:
+        resumed from rest), then the mailbox loop; True when it rests."""
         async with trio.open_nursery() as nursery:
             self._activities = nursery
             try:
-                async with self._lock:
-                    self._lifecycle("actor.restarted" if restarted else "actor.started", {})
-                    if not self._stop_requested:
-                        await actor.on_start(ctx)
-                    await self._commit()
+                if start is not None:
+                    async with self._lock:
+                        self._lifecycle(start, {})
+                        if not self._stop_requested:
+                            await actor.on_start(ctx)
+                        await self._commit()
                 self.state = CellState.RUNNING
-                await self._mailbox_loop(actor, ctx)
+                return await self._mailbox_loop(actor, ctx)
             finally:
                 self._activities = None
                 nursery.cancel_scope.cancel()
 
-    async def _mailbox_loop(self, actor: Actor, ctx: Context) -> None:
+    async def _mailbox_loop(self, actor: Actor, ctx: Context) -> bool:
+        """Until it ends (False) or rests (True)."""
         policy = self.kind.supervision
         while self.state is not CellState.ENDED:
             if self._stop_requested:
@@ -278,29 +333,36 @@ class ActorCell:
                     if self.effects.final_status is None:
                         self.effects.final_status = "stopped"
                     await self._commit()
-                return
+                return False
             if not self._inbox:
                 if self._inbox.stale:
                     # The store has everything after the last message taken.
                     await self._inbox.reload()
                     continue
-                # Idle: the runtime's sweeper asks us to passivate when this
-                # lasted long enough (one sweeper, not a timer per message).
-                self.idle_since = trio.current_time()
-                self.state = CellState.IDLE
-                try:
-                    await self._wakeup.wait()
-                finally:
-                    self.idle_since = None
-                    self.state = CellState.RUNNING
+                # Idle: the runtime's sweeper asks us to rest, then to
+                # passivate, when this lasted long enough (one sweeper, not a
+                # timer per message). A request already made (resumed from
+                # rest for it) is not waited for.
+                if not (self._passivation_requested or self._rest_requested):
+                    self.idle_since = trio.current_time()
+                    self.state = CellState.IDLE
+                    try:
+                        await self._wakeup.wait()
+                    finally:
+                        self.state = CellState.RUNNING
+                idle_since, self.idle_since = self.idle_since, None
                 requested, self._passivation_requested = self._passivation_requested, False
+                rest, self._rest_requested = self._rest_requested, False
                 if requested and self._can_passivate() and await self._passivation_turn():
                     try:
                         if self._can_passivate():
                             await self._passivate()
-                            return
+                            return False
                     finally:
                         self._svc.passivation_slots.release()
+                elif rest and self._can_passivate():
+                    self.idle_since = idle_since  # the passivation sweep goes on counting
+                    return True
                 continue
             batch = self._inbox.take(self._svc.batch_max)
             first = batch[0]
@@ -334,6 +396,7 @@ class ActorCell:
                 self._uncounted = None
             finally:
                 self._lock.release()
+        return False
 
     async def _passivation_turn(self) -> bool:
         """Wait for one of the runtime's passivation slots; False if work came first.

@@ -20,6 +20,11 @@ class CellState(enum.Enum):
     """Handling a batch of its mailbox (or committing it)."""
     IDLE = "idle"
     """Nothing to handle: waiting for a message, a stop or the passivation sweep."""
+    RESTING = "resting"
+    """Idle for ``rest_after``: still in the directory with its actor, state and
+    inbox, but with no task (its stack, nursery and frames are what an idle
+    actor cost most). A message, a stop or the passivation sweep starts a task
+    that goes on from where it stood, without reading the store."""
     STOPPING = "stopping"
     """Running ``on_stop`` and committing the final status, on request."""
     PASSIVATING = "passivating"

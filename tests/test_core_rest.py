@@ -1,0 +1,136 @@
+"""An idle actor rests (in memory with no task) and goes on from memory.
+
+After ``rest_after`` idle it lets its task go; a message, a stop, the
+passivation sweep or a crash then behave as for an actor that never rested,
+and nothing is read back from the store for the message that wakes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+from core_kinds import Brittle, Counter
+
+import callboard
+
+
+class Tidy(callboard.Actor):
+    """Counts, and says so when it is stopped."""
+
+    kind = "tidy"
+    virtual = True
+
+    async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
+        self.state["n"] = self.state.get("n", 0) + 1
+
+    async def on_stop(self, ctx: callboard.Context) -> None:
+        ctx.emit("tidied", {"n": self.state.get("n", 0)})
+
+
+KINDS = [Counter, Brittle, Tidy]
+RESTFUL = callboard.RuntimeConfig(rest_after=0.01, passivate_after=3600.0)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    # Resting commits nothing and announces nothing, so there is no event to
+    # wait on: the test looks again until it holds (its fail_after bounds it).
+    # Nothing here depends on how long that takes.
+    while not condition():  # noqa: ASYNC110
+        await trio.sleep(0.005)
+
+
+async def _types_until(events: callboard.Subscription, last: str) -> list[str]:
+    types = []
+    async for event in events:
+        types.append(event.type)
+        if event.type == last:
+            return types
+    raise AssertionError(f"the stream ended before {last!r}: {types}")
+
+
+async def test_an_idle_actor_rests_and_its_next_message_goes_on_from_memory(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+            async with rt.subscribe("counter/r", after=0) as events:
+                await rt.send("counter/r", "add", {"n": 5, "id": "m1"})
+                first = await _types_until(events, "counted")
+                await _until(lambda: rt.statistics().resting == 1)
+                resting = rt.statistics()
+                await rt.send("counter/r", "add", {"n": 1, "id": "m2"})
+                after = await _types_until(events, "counted")
+                view = await rt.inspect("counter/r")
+                awake = rt.statistics()
+    assert first == ["actor.started", "counted"]
+    assert (resting.active, resting.rests, resting.activations) == (1, 1, 1)
+    # Woken from memory: no new activation, no actor.started, the state goes on.
+    assert after == ["counted"]
+    assert (awake.resting, awake.activations) == (0, 1)
+    assert view.state["total"] == 6 and view.state["seen"] == ["m1", "m2"]
+
+
+async def test_a_resting_actor_passivates_when_its_time_comes(tmp_path):
+    config = callboard.RuntimeConfig(rest_after=0.01, passivate_after=0.2)
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+            async with rt.subscribe("counter/p", after=0) as events:
+                await rt.send("counter/p", "add", {"n": 2, "id": "m1"})
+                types = await _types_until(events, "actor.passivated")
+                stats = rt.statistics()
+            await rt.send("counter/p", "add", {"n": 3, "id": "m2"})
+            await rt.wait_handled("counter/p", 2)
+            view = await rt.inspect("counter/p")
+    assert types == ["actor.started", "counted", "actor.passivated"]
+    assert stats.rests >= 1 and stats.passivations == 1 and stats.active == 0
+    assert view.state["total"] == 5
+
+
+async def test_a_resting_actor_is_stopped_with_its_on_stop(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+            async with rt.subscribe("tidy/t", after=0) as events:
+                await rt.send("tidy/t", "add")
+                await rt.wait_handled("tidy/t", 1)
+                await _until(lambda: rt.statistics().resting == 1)
+                status = await rt.stop("tidy/t")
+                types = await _types_until(events, "actor.stopped")
+    assert status == "stopped"
+    assert types == ["actor.started", "tidied", "actor.stopped"]
+
+
+async def test_a_crash_after_resting_restarts_from_the_last_commit(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+            async with rt.subscribe("brittle/b", after=0) as events:
+                await rt.send("brittle/b", "ok", {"n": 1})
+                first = await _types_until(events, "handled")
+                await _until(lambda: rt.statistics().resting == 1)
+                await rt.send("brittle/b", "boom", {"n": 2})
+                await rt.send("brittle/b", "ok", {"n": 3})
+                later = await _types_until(events, "actor.restarted")
+                await rt.wait_handled("brittle/b", 3)
+                view = await rt.inspect("brittle/b")
+                dead = await rt.dead_letters("brittle/b")
+    assert first == ["actor.started", "handled"]
+    assert later == ["actor.crashed", "actor.restarted"]
+    # Each attempt of boom started from the committed state and lost what it
+    # did; after its last it went to the dead letters, and the next was handled.
+    assert view.state["handled"] == ["ok:{'n': 1}", "ok:{'n': 3}"]
+    assert [(d.seq, d.type, d.attempts) for d in dead] == [(2, "boom", 3)]
+
+
+async def test_closing_with_resting_actors_keeps_everything_they_committed(tmp_path):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+            for n in range(5):
+                await rt.send(f"counter/c{n}", "add", {"n": n, "id": f"m{n}"})
+            for n in range(5):
+                await rt.wait_handled(f"counter/c{n}", 1)
+            await _until(lambda: rt.statistics().resting == 5)
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+            totals = [(await rt.inspect(f"counter/c{n}")).state["total"] for n in range(5)]
+            await rt.send("counter/c0", "add", {"n": 10, "id": "again"})
+            await rt.wait_handled("counter/c0", 2)
+            again = (await rt.inspect("counter/c0")).state["total"]
+    assert totals == [0, 1, 2, 3, 4]
+    assert again == 10
