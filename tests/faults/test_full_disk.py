@@ -15,14 +15,15 @@ import errno
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 from checker import Tally, applied
 from core_kinds import Counter
-from runner import open_child
+from runner import Child, open_child
 
 import callboard
 
@@ -54,6 +55,31 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(disk)], check=True)
 
 
+@asynccontextmanager
+async def _step(child: Child, disk: Path, what: str) -> AsyncIterator[None]:
+    """One wait of a trial; if it never ends, fail saying what the child was doing.
+
+    Not a time limit on the store (each step takes well under a second): a
+    wait that does not end otherwise hangs until the test's whole budget, and
+    says nothing of where it stood.
+    """
+    try:
+        with trio.fail_after(120):
+            yield
+    except trio.TooSlowError:
+        outcomes = {o: child.count(f'"{o}"') for o in ("acked", "failed", "unknown")}
+        raise AssertionError(
+            f"{what} never came: the child printed {outcomes}; {_disk_usage(disk)}; "
+            f"its log ends {child.errors[-8:]}"
+        ) from None
+
+
+def _disk_usage(disk: Path) -> str:
+    stat = os.statvfs(disk)
+    files = {p.name: p.stat().st_size for p in disk.rglob("*") if p.is_file()}
+    return f"{stat.f_bavail * stat.f_frsize} bytes free, files {files}"
+
+
 def _fill(path: Path) -> None:
     """Write ``path`` until the filesystem has no byte left."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -80,13 +106,18 @@ async def test_a_full_disk_refuses_sends_cleanly_logs_once_and_goes_on_once_spac
             command = [sys.executable, str(CHILD), "send", str(data), "1000000000", f"pad={PAD}"]
             async with open_child(command) as child:
                 for episode in range(1, episodes + 1):
-                    await child.wait_printed('"acked"', 100)
+                    async with _step(child, small_disk, f"episode {episode}: 100 acks"):
+                        await child.wait_printed('"acked"', 100)
                     _fill(small_disk / "ballast")
-                    await child.wait_printed('"failed"', 20)
-                    await child.wait_logged(FULL, episode)
+                    async with _step(child, small_disk, f"episode {episode}: 20 refusals"):
+                        await child.wait_printed('"failed"', 20)
+                    async with _step(child, small_disk, f"episode {episode}: the full disk logged"):
+                        await child.wait_logged(FULL, episode)
                     (small_disk / "ballast").unlink()
-                    await child.wait_logged(GOES_ON, episode)
-                await child.wait_printed('"acked"', 100)
+                    async with _step(child, small_disk, f"episode {episode}: going on logged"):
+                        await child.wait_logged(GOES_ON, episode)
+                async with _step(child, small_disk, "100 acks at the end"):
+                    await child.wait_printed('"acked"', 100)
                 child.kill()
             run = child.run()
             tally.add(run.told, run.unknown, await applied(data))
