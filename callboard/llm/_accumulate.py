@@ -11,6 +11,12 @@ with the pieces of another call; ``finish_reason`` arrives on the last
 choice chunk; with ``stream_options.include_usage`` a final chunk carries
 ``usage`` and an empty ``choices`` list.
 
+Where servers depart from that, on purpose here:
+
+- An error may replace a chunk as ``{"error": {...}}`` or, in older vLLM, as
+  a chunk whose ``object`` is ``"error"``;
+  each raises (``_classify`` says what kind of error and whether to retry).
+
 We ask for one choice, so choices with an ``index`` other than 0 are ignored.
 A chunk of the wrong shape raises :class:`~callboard.errors.ModelError`
 (``retryable=False``: the same server will send the same shape again)
@@ -19,21 +25,18 @@ naming the chunk, the field, what was expected and what arrived.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import attrs
 
 from callboard.errors import ModelError
 
+from ._classify import stream_error
+
 __all__ = ["AssistantReply", "ChunkAccumulator", "ToolCall", "accumulate"]
 
 _T = TypeVar("_T")
-
-# Error types that servers send inside a stream when asking again may help.
-_RETRYABLE_ERROR_TYPES = frozenset(
-    {"server_error", "api_error", "overloaded_error", "rate_limit_error", "rate_limit_exceeded"}
-)
 
 
 @attrs.frozen
@@ -89,8 +92,13 @@ class _PartialCall:
 
 @attrs.define
 class ChunkAccumulator:
-    """Adds chunks one at a time (:meth:`add`), then builds the reply (:meth:`finish`)."""
+    """Adds chunks one at a time (:meth:`add`), then builds the reply (:meth:`finish`).
 
+    ``scrub`` is applied to any server text an error quotes, before it is cut
+    to length (the client passes one that removes its API key).
+    """
+
+    scrub: Callable[[str], str] = attrs.field(default=str, kw_only=True, repr=False)
     _content: list[str] = attrs.field(factory=list, init=False)
     _calls: dict[int, _PartialCall] = attrs.field(factory=dict, init=False)
     _finish_reason: str | None = attrs.field(default=None, init=False)
@@ -108,7 +116,9 @@ class ChunkAccumulator:
         if not isinstance(chunk, dict):
             self._malformed("it must be a JSON object", chunk)
         if chunk.get("error") is not None:
-            raise _stream_error(chunk["error"])
+            raise stream_error(chunk["error"], self.scrub)
+        if chunk.get("object") == "error":
+            raise stream_error(chunk, self.scrub)
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = self._expect(usage, dict, "'usage' must be an object")
@@ -209,7 +219,7 @@ class ChunkAccumulator:
         return value
 
     def _malformed(self, what: str, value: object) -> NoReturn:
-        got = repr(value)
+        got = self.scrub(repr(value))
         if len(got) > 80:
             got = got[:77] + "..."
         raise ModelError(
@@ -225,17 +235,3 @@ def accumulate(chunks: Iterable[object]) -> AssistantReply:
     for chunk in chunks:
         accumulator.add(chunk)
     return accumulator.finish()
-
-
-def _stream_error(error: object) -> ModelError:
-    """An ``{"error": ...}`` object sent in place of a chunk (vLLM, OpenRouter, proxies)."""
-    message, kind = str(error), ""
-    if isinstance(error, dict):
-        message = str(error.get("message") or error)
-        kind = str(error.get("type") or error.get("code") or "")
-    if len(message) > 200:
-        message = message[:197] + "..."
-    return ModelError(
-        f"the model server reported an error in the middle of its answer: {message}",
-        retryable=kind in _RETRYABLE_ERROR_TYPES,
-    )

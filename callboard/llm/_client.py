@@ -15,7 +15,10 @@ Retried: connect errors and timeouts, a connection lost before the answer,
 silence before the answer, HTTP 408, 409, 429 (waiting ``Retry-After``,
 capped) and 5xx. Terminal at once: 400 (with its own message when the
 conversation exceeds the context window), 401/403 (the API key), 404 and the
-other 4xx, redirects, and a body that is not an event stream of JSON.
+other 4xx, a 429 for an exhausted quota, a context overflow whatever its
+status (:class:`ContextOverflow`), redirects, and a body that is not an
+event stream of JSON. An error the server sends inside the stream is raised
+as it arrives, with ``retryable`` read from its code (``_classify``).
 
 A stream that ends with neither ``[DONE]`` nor a ``finish_reason`` raises
 "the stream ended early" with ``retryable=True``: that is what a proxy
@@ -24,7 +27,8 @@ succeed. A stream that sends ``[DONE]`` (or a finish reason) is complete even
 if the connection then breaks.
 
 The API key never appears in a message, a repr or a log line: it is held in
-a ``repr=False`` field and removed from any server text we quote.
+a ``repr=False`` field and removed from any server text we quote, including
+the errors the accumulator raises from what the stream said.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from callboard._retry import Backoff
 from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply, ChunkAccumulator
-from ._failures import API_KEY_ENV_VARS, Call, Retry, status_failure
+from ._failures import API_KEY_ENV_VARS, Call, Retry, redact, status_failure
 from ._sse import EventStreamDecoder, ServerSentEvent
 
 __all__ = ["ChatClient", "RetryNotice"]
@@ -279,7 +283,10 @@ class _Stream:
     began: bool = False  # an event arrived: from here on, no silent retry
     done: bool = False  # [DONE] arrived: the answer is complete
     decoder: EventStreamDecoder = attrs.Factory(EventStreamDecoder)
-    accumulator: ChunkAccumulator = attrs.Factory(ChunkAccumulator)
+    accumulator: ChunkAccumulator = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.accumulator = ChunkAccumulator(scrub=functools.partial(redact, key=self.call.key))
 
     @property
     def complete(self) -> bool:
@@ -302,7 +309,10 @@ class _Stream:
                     retryable=False,
                 )
             raise self.broken("the stream ended early, before [DONE] and before a finish_reason")
-        return self.accumulator.finish()
+        try:
+            return self.accumulator.finish()
+        except ModelError as exc:
+            raise self.call.redacted(exc) from None
 
     def broken(self, what: str) -> ModelError | Retry:
         """A transport-level failure: retried here before the answer began, raised after."""
@@ -336,7 +346,11 @@ class _Stream:
             ) from None
         if event.event == "error" and isinstance(chunk, dict) and "error" not in chunk:
             chunk = {"error": chunk}
-        text = self.accumulator.add(chunk)
+        try:
+            text = self.accumulator.add(chunk)
+        except ModelError as exc:
+            # The server's own words are quoted: a server that echoes the key must not leak it.
+            raise self.call.redacted(exc) from None
         if text and self.on_delta is not None:
             self.on_delta(text)
 

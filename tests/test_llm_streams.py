@@ -1,0 +1,152 @@
+"""Model servers as they really stream: a corpus of recorded-format streams, replayed.
+
+Each file in ``model_streams/`` is a body written from one server's documented
+format (its first comment line says which, and what it shows). Every stream
+is played through the real client against a scripted server on loopback,
+whole and one byte per HTTP chunk, and through the client's body handler
+cut at every byte (or, for long streams, at every awkward place: inside a
+multi-byte character, inside a ``data:`` prefix, between a CR and its LF),
+in LF and CRLF forms. Each must come out as the reply, or the error, in
+``EXPECTED``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from scripted_model import ScriptedModel, text
+from stream_helpers import KEY, Pieces, Seen, handle, play
+
+from callboard.errors import ModelError
+from callboard.llm import (
+    AssistantReply,
+    ContextOverflow,
+    ToolCall,
+)
+
+STREAMS = Path(__file__).parent / "model_streams"
+SHORT = 1400  # bytes: a stream this short is cut at every byte
+
+
+@attrs.frozen
+class Fails:
+    """The error a stream must raise: its class, retryability, words, and context limit."""
+
+    kind: type[ModelError]
+    retryable: bool
+    says: str
+    context_limit: int | None = None
+
+
+def usage(prompt: int, completion: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        **extra,
+    }
+
+
+EXPECTED: dict[str, AssistantReply | Fails] = {
+    "openai-text": AssistantReply(
+        "Héllo, wörld 🌍",
+        finish_reason="stop",
+        usage=usage(
+            9,
+            4,
+            prompt_tokens_details={"cached_tokens": 0},
+            completion_tokens_details={"reasoning_tokens": 0},
+        ),
+    ),
+    "openai-server-error": Fails(ModelError, True, "The server had an error while processing"),
+    "vllm-internal-error": Fails(ModelError, True, "EngineCore encountered an issue"),
+    "vllm-max-model-length": Fails(
+        ContextOverflow, False, "is longer than the maximum model length of 8192", 8192
+    ),
+    "vllm-object-error": Fails(ModelError, False, "The model `qwen` does not exist. (code 404)"),
+    "mistral-tool-call": AssistantReply(
+        "",
+        (ToolCall("D681PevKs", "read_file", '{"path": "a.txt"}'),),
+        "tool_calls",
+        {"prompt_tokens": 60, "total_tokens": 80, "completion_tokens": 20},
+    ),
+    "openrouter-error-502": Fails(ModelError, True, "Provider returned error (code 502)"),
+    "openrouter-error-429": Fails(ModelError, True, "free-models-per-min (code 429)"),
+    "litellm-rate-limit": Fails(ModelError, True, "Rate limit reached for gpt-4o (code 429)"),
+    "litellm-context-window": Fails(ContextOverflow, False, "ContextWindowExceededError", 128000),
+}
+
+
+def body(name: str, crlf: bool = False) -> bytes:
+    data = (STREAMS / f"{name}.sse").read_bytes()
+    return data.replace(b"\n", b"\r\n") if crlf else data
+
+
+def test_every_stream_in_the_corpus_has_an_expected_outcome_and_the_reverse():
+    assert sorted(path.stem for path in STREAMS.glob("*.sse")) == sorted(EXPECTED)
+
+
+def check(outcome: AssistantReply | BaseException, seen: Seen, expected: AssistantReply | Fails):
+    if isinstance(expected, Fails):
+        assert isinstance(outcome, expected.kind), outcome
+        assert (type(outcome), outcome.retryable) == (expected.kind, expected.retryable)
+        assert expected.says in str(outcome)
+        assert getattr(outcome, "context_limit", None) == expected.context_limit
+        assert KEY not in str(outcome)
+        return
+    assert outcome == expected
+    assert "".join(seen.deltas) == expected.content
+
+
+@pytest.mark.parametrize("one_byte_per_chunk", [False, True], ids=["whole", "bytewise"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+async def test_a_stream_played_over_loopback_gives_its_expected_outcome(name, one_byte_per_chunk):
+    data = body(name)
+    parts = tuple(data[i : i + 1] for i in range(len(data))) if one_byte_per_chunk else (data,)
+    seen = Seen()
+    with trio.fail_after(20), ScriptedModel([Pieces(parts), text("never asked")]) as model:
+        outcome = await play(model, seen)
+    check(outcome, seen, EXPECTED[name])
+    assert len(model.requests) == 1
+
+
+def awkward_cuts(data: bytes) -> list[int]:
+    """Every cut for a short stream; else inside each multi-byte character, each
+    ``data:`` prefix and each CRLF, and around every event's blank line."""
+    if len(data) <= SHORT:
+        return list(range(1, len(data)))
+    cuts: set[int] = set()
+    for i, byte in enumerate(data):
+        if byte >= 0xC0:  # the lead byte of a multi-byte UTF-8 character
+            cuts.update(range(i + 1, i + 4))
+        if data.startswith(b"data:", i) or data.startswith(b"error:", i):
+            cuts.update(range(i + 1, i + 7))
+        if data.startswith(b"\r\n", i) or data.startswith(b"\n\n", i):
+            cuts.update((i, i + 1, i + 2))
+    return sorted(cut for cut in cuts if 0 < cut < len(data))
+
+
+@pytest.mark.parametrize("crlf", [False, True], ids=["lf", "crlf"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_stream_cut_anywhere_awkward_gives_the_same_outcome(name, crlf):
+    data = body(name, crlf)
+    cuts = awkward_cuts(data)
+    assert cuts, "no place to cut"
+    for cut in cuts:
+        outcome, seen = handle([data[:cut], data[cut:]])
+        check(outcome, seen, EXPECTED[name])
+    outcome, seen = handle([data[i : i + 1] for i in range(len(data))])
+    check(outcome, seen, EXPECTED[name])
+
+
+def test_cuts_fall_inside_multibyte_characters_data_prefixes_and_crlfs():
+    data = body("openai-text", crlf=True)
+    cuts = set(awkward_cuts(data))
+    lead = data.index("é".encode())
+    prefix = data.index(b"data:")
+    crlf = data.index(b"\r\n")
+    assert {lead + 1, lead + 2, prefix + 2, prefix + 5, crlf + 1} <= cuts
