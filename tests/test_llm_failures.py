@@ -129,12 +129,13 @@ def test_a_context_overflow_is_a_model_error_exported_by_callboard_llm_and_survi
     "data",
     [
         b'data: {"error": {"message": "Incorrect API key provided: ' + KEY.encode() + b'"}}\n\n',
+        b'error: {"message": "context window exceeded for key ' + KEY.encode() + b'"}\n\n',
         b'data: {"choices": {"key": "' + KEY.encode() + b'"}}\n\n',
         # The key straddles where the quote is cut to length: a cut key is no longer found.
         b'data: {"choices": {"' + b"k" * 60 + b'": "' + KEY.encode() + b'"}}\n\n',
         b'data: {"error": {"message": "' + b"m" * 180 + KEY.encode() + b'"}}\n\n',
     ],
-    ids=["error", "malformed", "malformed-at-the-cut", "error-at-the-cut"],
+    ids=["error", "overflow", "malformed", "malformed-at-the-cut", "error-at-the-cut"],
 )
 async def test_a_key_the_server_echoes_inside_its_stream_is_redacted_from_the_error(data):
     with trio.fail_after(20), ScriptedModel([Pieces((data,))]) as model:

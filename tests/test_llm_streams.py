@@ -25,6 +25,8 @@ from callboard.errors import ModelError
 from callboard.llm import (
     AssistantReply,
     ContextOverflow,
+    EventStreamDecoder,
+    ServerSentEvent,
     ToolCall,
 )
 
@@ -68,11 +70,23 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
         ContextOverflow, False, "is longer than the maximum model length of 8192", 8192
     ),
     "vllm-object-error": Fails(ModelError, False, "The model `qwen` does not exist. (code 404)"),
+    "llamacpp-error-line-context": Fails(
+        ContextOverflow, False, "the request exceeds the available context size", 8192
+    ),
+    "llamacpp-error-line-server": Fails(
+        ModelError, True, "Unable to allocate a KV cache slot (code 500)"
+    ),
+    "llamacpp-empty-done": Fails(
+        ModelError, True, "ended with no text, no tool call and no finish_reason"
+    ),
     "mistral-tool-call": AssistantReply(
         "",
         (ToolCall("D681PevKs", "read_file", '{"path": "a.txt"}'),),
         "tool_calls",
         {"prompt_tokens": 60, "total_tokens": 80, "completion_tokens": 20},
+    ),
+    "openrouter-finish-error": Fails(
+        ModelError, True, "ended its answer with finish_reason 'error' and no error saying why"
     ),
     "openrouter-error-502": Fails(ModelError, True, "Provider returned error (code 502)"),
     "openrouter-error-429": Fails(ModelError, True, "free-models-per-min (code 429)"),
@@ -150,3 +164,18 @@ def test_cuts_fall_inside_multibyte_characters_data_prefixes_and_crlfs():
     prefix = data.index(b"data:")
     crlf = data.index(b"\r\n")
     assert {lead + 1, lead + 2, prefix + 2, prefix + 5, crlf + 1} <= cuts
+
+
+def test_an_error_line_of_older_llama_cpp_is_decoded_as_an_error_event():
+    decoder = EventStreamDecoder()
+    events = decoder.feed(b'error: {"code":500}\n\ndata: [DONE]\n\n') + decoder.close()
+    assert events == [ServerSentEvent('{"code":500}', event="error"), ServerSentEvent("[DONE]")]
+    assert decoder.unrecognized is None
+
+
+def test_an_error_line_in_words_rather_than_json_still_fails_the_call_saying_them():
+    outcome, _ = handle([b"error: slot unavailable\n\ndata: [DONE]\n\n"])
+    assert isinstance(outcome, ModelError)
+    assert str(outcome) == (
+        "the model server reported an error in the middle of its answer: slot unavailable"
+    )

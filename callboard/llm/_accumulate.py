@@ -14,8 +14,13 @@ choice chunk; with ``stream_options.include_usage`` a final chunk carries
 Where servers depart from that, on purpose here:
 
 - An error may replace a chunk as ``{"error": {...}}`` or, in older vLLM, as
-  a chunk whose ``object`` is ``"error"``;
-  each raises (``_classify`` says what kind of error and whether to retry).
+  a chunk whose ``object`` is ``"error"``; OpenRouter may end a failed
+  generation with ``finish_reason: "error"`` and no error object at all.
+  Each raises (``_classify`` says what kind of error and whether to retry).
+- A stream with no text, no tool call and no finish reason is an
+  error, not an empty answer: that is what a server produces when it failed
+  in a way this client did not read, and recording it as a reply would show
+  the user nothing on every turn.
 
 We ask for one choice, so choices with an ``index`` other than 0 are ignored.
 A chunk of the wrong shape raises :class:`~callboard.errors.ModelError`
@@ -142,6 +147,7 @@ class ChunkAccumulator:
         A call whose server never sent an ``id`` gets ``call_<index>`` (some
         local servers omit ids; the conversation still needs one to pair the
         result with the call). A call without a name cannot be run: that raises.
+        So does a stream that carried no answer at all (module docstring).
         """
         calls = []
         for index in sorted(self._calls):
@@ -159,8 +165,17 @@ class ChunkAccumulator:
                     arguments="".join(partial.arguments),
                 )
             )
+        content = "".join(self._content)
+        if not (content or calls or self._finish_reason):
+            raise ModelError(
+                f"the model's stream ended with no text, no tool call and no "
+                f"finish_reason after {self._count} chunks: an empty answer is how "
+                "some servers report an error they do not describe, so it is not recorded "
+                "as a reply",
+                retryable=True,
+            )
         return AssistantReply(
-            content="".join(self._content),
+            content=content,
             tool_calls=tuple(calls),
             finish_reason=self._finish_reason,
             usage=self._usage,
@@ -182,9 +197,15 @@ class ChunkAccumulator:
                     self._add_tool_call(call)
         finish_reason = choice.get("finish_reason")
         if finish_reason is not None:
-            self._finish_reason = self._expect(
-                finish_reason, str, "'finish_reason' must be a string"
-            )
+            self._expect(finish_reason, str, "'finish_reason' must be a string")
+            if finish_reason == "error":
+                raise ModelError(
+                    "the model server ended its answer with finish_reason 'error' and no "
+                    f"error saying why, after {len(''.join(self._content))} characters of "
+                    "text; the partial answer is not kept",
+                    retryable=True,
+                )
+            self._finish_reason = finish_reason
 
     def _add_tool_call(self, item: object) -> None:
         delta = self._expect(item, dict, "each tool call delta must be an object")

@@ -339,12 +339,14 @@ class _Stream:
         try:
             chunk = json.loads(event.data)
         except ValueError:
-            raise self.call.error(
-                f"the model server at {self.call.base_url} sent an event whose data is not "
-                f"JSON: {self.call.excerpt(event.data)}",
-                retryable=False,
-            ) from None
-        if event.event == "error" and isinstance(chunk, dict) and "error" not in chunk:
+            if event.event != "error":
+                raise self.call.error(
+                    f"the model server at {self.call.base_url} sent an event whose data is "
+                    f"not JSON: {self.call.excerpt(event.data)}",
+                    retryable=False,
+                ) from None
+            chunk = {"message": event.data}  # an error said in words, not JSON
+        if event.event == "error" and not (isinstance(chunk, dict) and "error" in chunk):
             chunk = {"error": chunk}
         try:
             text = self.accumulator.add(chunk)
