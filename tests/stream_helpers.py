@@ -15,7 +15,7 @@ import attrs
 from scripted_model import ScriptedModel
 
 from callboard.errors import ModelError
-from callboard.llm import AssistantReply, ChatClient
+from callboard.llm import AssistantReply, ChatClient, StreamDelta
 from callboard.llm._client import _Stream
 from callboard.llm._failures import Call
 
@@ -41,6 +41,10 @@ class Seen:
     """What the callbacks were handed while one stream played."""
 
     deltas: list[str] = attrs.Factory(list)
+    pieces: list[StreamDelta] = attrs.Factory(list)
+
+    def joined(self, kind: str) -> str:
+        return "".join(piece.text for piece in self.pieces if piece.kind == kind)
 
 
 def fast_client() -> ChatClient:
@@ -56,6 +60,7 @@ async def play(model: ScriptedModel, seen: Seen) -> AssistantReply | ModelError:
                 model="test-model",
                 messages=MESSAGES,
                 on_delta=seen.deltas.append,
+                on_stream_delta=seen.pieces.append,
             )
         except ModelError as error:
             return error
@@ -73,7 +78,7 @@ def handle(parts: list[bytes]) -> tuple[AssistantReply | ModelError, Seen]:
         key=KEY,
         key_source="the api_key argument",
     )
-    stream = _Stream(call, seen.deltas.append)
+    stream = _Stream(call, seen.deltas.append, seen.pieces.append)
     try:
         for part in parts:
             stream.feed(part)

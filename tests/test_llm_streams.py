@@ -12,6 +12,7 @@ in LF and CRLF forms. Each must come out as the reply, or the error, in
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import attrs
 import pytest
 import trio
 from scripted_model import ScriptedModel, text
-from stream_helpers import KEY, Pieces, Seen, handle, play
+from stream_helpers import KEY, MESSAGES, Pieces, Seen, fast_client, handle, play
 
 from callboard.errors import ModelError
 from callboard.llm import (
@@ -27,7 +28,9 @@ from callboard.llm import (
     ContextOverflow,
     EventStreamDecoder,
     ServerSentEvent,
+    StreamDelta,
     ToolCall,
+    accumulate,
 )
 
 STREAMS = Path(__file__).parent / "model_streams"
@@ -64,12 +67,30 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
             completion_tokens_details={"reasoning_tokens": 0},
         ),
     ),
+    "openai-refusal": AssistantReply(
+        "", finish_reason="stop", refusal="I'm sorry, I can't help with that."
+    ),
     "openai-server-error": Fails(ModelError, True, "The server had an error while processing"),
+    "vllm-reasoning-tool-call": AssistantReply(
+        "",
+        (ToolCall("chatcmpl-tool-7f", "read_file", '{"path": "a.txt"}'),),
+        "tool_calls",
+        {
+            "prompt_tokens": 120,
+            "total_tokens": 150,
+            "completion_tokens": 30,
+            "prompt_tokens_details": None,
+        },
+        reasoning="The user wants a.txt read.",
+    ),
     "vllm-internal-error": Fails(ModelError, True, "EngineCore encountered an issue"),
     "vllm-max-model-length": Fails(
         ContextOverflow, False, "is longer than the maximum model length of 8192", 8192
     ),
     "vllm-object-error": Fails(ModelError, False, "The model `qwen` does not exist. (code 404)"),
+    "llamacpp-reasoning": AssistantReply(
+        "4", finish_reason="stop", usage=usage(20, 9), reasoning="2 and 2 make 4."
+    ),
     "llamacpp-error-line-context": Fails(
         ContextOverflow, False, "the request exceeds the available context size", 8192
     ),
@@ -77,7 +98,40 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
         ModelError, True, "Unable to allocate a KV cache slot (code 500)"
     ),
     "llamacpp-empty-done": Fails(
-        ModelError, True, "ended with no text, no tool call and no finish_reason"
+        ModelError, True, "ended with no text, no tool call, no refusal and no finish_reason"
+    ),
+    "groq-usage": AssistantReply(
+        "Hi!",
+        finish_reason="stop",
+        usage={
+            "queue_time": 0.05,
+            "prompt_tokens": 14,
+            "prompt_time": 0.002,
+            "completion_tokens": 6,
+            "completion_time": 0.01,
+            "total_tokens": 20,
+            "total_time": 0.012,
+        },
+        reasoning="Greeting.",
+    ),
+    "deepseek-reasoner": AssistantReply(
+        "你好世界",
+        finish_reason="stop",
+        usage=usage(
+            10,
+            12,
+            prompt_tokens_details={"cached_tokens": 0},
+            completion_tokens_details={"reasoning_tokens": 8},
+            prompt_cache_hit_tokens=0,
+            prompt_cache_miss_tokens=10,
+        ),
+        reasoning="用户问好",
+    ),
+    "mistral-thinking": AssistantReply(
+        "Bonjour à vous.",
+        finish_reason="stop",
+        usage={"prompt_tokens": 5, "total_tokens": 30, "completion_tokens": 25},
+        reasoning="Okay, the user says hello.",
     ),
     "mistral-tool-call": AssistantReply(
         "",
@@ -90,6 +144,9 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
     ),
     "openrouter-error-502": Fails(ModelError, True, "Provider returned error (code 502)"),
     "openrouter-error-429": Fails(ModelError, True, "free-models-per-min (code 429)"),
+    "openrouter-reasoning": AssistantReply(
+        "Three.", finish_reason="stop", usage=usage(12, 40), reasoning="**Counting** r's."
+    ),
     "litellm-rate-limit": Fails(ModelError, True, "Rate limit reached for gpt-4o (code 429)"),
     "litellm-context-window": Fails(ContextOverflow, False, "ContextWindowExceededError", 128000),
 }
@@ -114,6 +171,11 @@ def check(outcome: AssistantReply | BaseException, seen: Seen, expected: Assista
         return
     assert outcome == expected
     assert "".join(seen.deltas) == expected.content
+    assert (seen.joined("content"), seen.joined("reasoning"), seen.joined("refusal")) == (
+        expected.content,
+        expected.reasoning,
+        expected.refusal,
+    )
 
 
 @pytest.mark.parametrize("one_byte_per_chunk", [False, True], ids=["whole", "bytewise"])
@@ -166,6 +228,25 @@ def test_cuts_fall_inside_multibyte_characters_data_prefixes_and_crlfs():
     assert {lead + 1, lead + 2, prefix + 2, prefix + 5, crlf + 1} <= cuts
 
 
+async def test_reasoning_reaches_the_stream_callback_as_its_own_kind_and_never_on_delta():
+    seen = Seen()
+    with trio.fail_after(20), ScriptedModel([Pieces((body("deepseek-reasoner"),))]) as model:
+        reply = await play(model, seen)
+    assert seen.deltas == ["你好世界"]
+    assert seen.pieces == [StreamDelta("reasoning", "用户问好"), StreamDelta("content", "你好世界")]
+    assert isinstance(reply, AssistantReply)
+    assert (reply.content, reply.reasoning) == ("你好世界", "用户问好")
+
+
+def test_a_refusal_goes_back_to_the_server_as_the_assistant_messages_refusal():
+    reply = AssistantReply("", finish_reason="stop", refusal="I can't help with that.")
+    assert reply.to_message() == {
+        "role": "assistant",
+        "content": None,
+        "refusal": "I can't help with that.",
+    }
+
+
 def test_an_error_line_of_older_llama_cpp_is_decoded_as_an_error_event():
     decoder = EventStreamDecoder()
     events = decoder.feed(b'error: {"code":500}\n\ndata: [DONE]\n\n') + decoder.close()
@@ -179,3 +260,30 @@ def test_an_error_line_in_words_rather_than_json_still_fails_the_call_saying_the
     assert str(outcome) == (
         "the model server reported an error in the middle of its answer: slot unavailable"
     )
+
+
+def test_an_empty_answer_that_only_reasoned_says_so():
+    chunks = [{"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}]
+    with pytest.raises(ModelError, match=r"after 1 chunks \(3 characters of reasoning only\)"):
+        accumulate(chunks)
+
+
+async def test_deltas_of_every_kind_arrive_in_stream_order():
+    pieces: list[StreamDelta] = []
+    with trio.fail_after(20), ScriptedModel([Pieces((body("mistral-thinking"),))]) as model:
+        async with fast_client() as client:
+            await client.stream_chat(
+                base_url=model.base_url,
+                model="m",
+                messages=MESSAGES,
+                on_stream_delta=functools.partial(list.append, pieces),
+            )
+    assert [piece.kind for piece in pieces] == ["reasoning", "reasoning", "content", "content"]
+
+
+def test_reasoning_is_read_once_whichever_spelling_carries_it():
+    both = {"reasoning_content": "think", "reasoning": "think"}
+    empty_beside = {"reasoning_content": "", "reasoning": "think"}
+    chunks = [{"choices": [{"index": 0, "delta": delta}]} for delta in (both, empty_beside)]
+    reply = accumulate([*chunks, {"choices": [{"index": 0, "finish_reason": "stop"}]}])
+    assert reply.reasoning == "thinkthink"

@@ -4,12 +4,13 @@ Pure: no I/O, no trio. The client feeds it the JSON of each event; the agent
 layer gets back an :class:`AssistantReply`, the durable form of the answer.
 
 What a stream looks like (OpenAI's format, which compatible servers copy):
-text arrives as ``choices[0].delta.content`` pieces; each tool call arrives
+text arrives as ``choices[0].delta.content`` pieces (what else a delta may
+carry, reasoning and refusals, is read in ``_deltas``); each tool call arrives
 as deltas that name its position in ``index``, its ``id`` and function
 ``name`` once, and its ``arguments`` JSON in pieces, possibly interleaved
 with the pieces of another call; ``finish_reason`` arrives on the last
 choice chunk; with ``stream_options.include_usage`` a final chunk carries
-``usage`` and an empty ``choices`` list.
+``usage`` and an empty ``choices`` list (Groq puts it in ``x_groq.usage``).
 
 Where servers depart from that, on purpose here:
 
@@ -17,7 +18,7 @@ Where servers depart from that, on purpose here:
   a chunk whose ``object`` is ``"error"``; OpenRouter may end a failed
   generation with ``finish_reason: "error"`` and no error object at all.
   Each raises (``_classify`` says what kind of error and whether to retry).
-- A stream with no text, no tool call and no finish reason is an
+- A stream with no text, no tool call, no refusal and no finish reason is an
   error, not an empty answer: that is what a server produces when it failed
   in a way this client did not read, and recording it as a reply would show
   the user nothing on every turn.
@@ -38,6 +39,7 @@ import attrs
 from callboard.errors import ModelError
 
 from ._classify import stream_error
+from ._deltas import DeltaKind, StreamDelta, read_delta
 
 __all__ = ["AssistantReply", "ChunkAccumulator", "ToolCall", "accumulate"]
 
@@ -71,18 +73,26 @@ class AssistantReply:
 
     ``finish_reason`` is the server's (``"stop"``, ``"tool_calls"``,
     ``"length"``...) or ``None`` if it sent ``[DONE]`` without one; ``usage``
-    is the server's token accounting when it sent one.
+    is the server's token accounting when it sent one. ``reasoning`` is the
+    model's thinking, kept apart from ``content`` (and not sent back: servers
+    that produce it ask not to receive it). ``refusal`` is the text of a
+    model's refusal (OpenAI), which arrives instead of content: a reply whose
+    ``content`` is empty but whose ``refusal`` is not is a refusal to show.
     """
 
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    reasoning: str = ""
+    refusal: str = ""
 
     def to_message(self) -> dict[str, Any]:
         """The reply as the next request's ``messages`` entry (``content`` is null
         when the model only called tools, as OpenAI itself sends it)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.refusal:
+            message["refusal"] = self.refusal
         if self.tool_calls:
             message["tool_calls"] = [call.to_message() for call in self.tool_calls]
         return message
@@ -105,6 +115,8 @@ class ChunkAccumulator:
 
     scrub: Callable[[str], str] = attrs.field(default=str, kw_only=True, repr=False)
     _content: list[str] = attrs.field(factory=list, init=False)
+    _reasoning: list[str] = attrs.field(factory=list, init=False)
+    _refusal: list[str] = attrs.field(factory=list, init=False)
     _calls: dict[int, _PartialCall] = attrs.field(factory=dict, init=False)
     _finish_reason: str | None = attrs.field(default=None, init=False)
     _usage: dict[str, Any] | None = attrs.field(default=None, init=False)
@@ -117,6 +129,10 @@ class ChunkAccumulator:
 
     def add(self, chunk: object) -> str:
         """Fold one parsed chunk in; return the text it added ("" if none), for live display."""
+        return "".join(piece.text for piece in self.add_deltas(chunk) if piece.kind == "content")
+
+    def add_deltas(self, chunk: object) -> list[StreamDelta]:
+        """Fold one parsed chunk in; return every piece it added, each with its kind."""
         self._count += 1
         if not isinstance(chunk, dict):
             self._malformed("it must be a JSON object", chunk)
@@ -125,21 +141,24 @@ class ChunkAccumulator:
         if chunk.get("object") == "error":
             raise stream_error(chunk, self.scrub)
         usage = chunk.get("usage")
+        if usage is None:
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, dict) else None
         if usage is not None:
             self._usage = self._expect(usage, dict, "'usage' must be an object")
         choices = chunk.get("choices")
         if choices is None:
-            return ""
+            return []
         self._expect(choices, list, "'choices' must be a list")
-        text: list[str] = []
+        pieces: list[StreamDelta] = []
         for item in choices:
             choice = self._expect(item, dict, "each choice must be an object")
             index = choice.get("index", 0)
             if type(index) is not int:
                 self._malformed("a choice's 'index' must be an integer", index)
             if index == 0:
-                self._add_choice(choice, text)
-        return "".join(text)
+                pieces += self._add_choice(choice)
+        return pieces
 
     def finish(self) -> AssistantReply:
         """Build the reply. Tool calls come out in index order.
@@ -165,11 +184,13 @@ class ChunkAccumulator:
                     arguments="".join(partial.arguments),
                 )
             )
-        content = "".join(self._content)
-        if not (content or calls or self._finish_reason):
+        content, refusal = "".join(self._content), "".join(self._refusal)
+        reasoning = "".join(self._reasoning)
+        if not (content or calls or refusal or self._finish_reason):
+            thought = f" ({len(reasoning)} characters of reasoning only)" if reasoning else ""
             raise ModelError(
-                f"the model's stream ended with no text, no tool call and no "
-                f"finish_reason after {self._count} chunks: an empty answer is how "
+                f"the model's stream ended with no text, no tool call, no refusal and no "
+                f"finish_reason after {self._count} chunks{thought}: an empty answer is how "
                 "some servers report an error they do not describe, so it is not recorded "
                 "as a reply",
                 retryable=True,
@@ -179,17 +200,18 @@ class ChunkAccumulator:
             tool_calls=tuple(calls),
             finish_reason=self._finish_reason,
             usage=self._usage,
+            reasoning=reasoning,
+            refusal=refusal,
         )
 
-    def _add_choice(self, choice: dict[str, Any], text: list[str]) -> None:
+    def _add_choice(self, choice: dict[str, Any]) -> list[StreamDelta]:
+        pieces: list[StreamDelta] = []
         delta = choice.get("delta")
         if delta is not None:
             self._expect(delta, dict, "'delta' must be an object")
-            content = delta.get("content")
-            if content is not None:
-                self._expect(content, str, "'delta.content' must be a string")
-                self._content.append(content)
-                text.append(content)
+            pieces = read_delta(delta, self._malformed)
+            for piece in pieces:
+                self._parts(piece.kind).append(piece.text)
             tool_calls = delta.get("tool_calls")
             if tool_calls is not None:
                 self._expect(tool_calls, list, "'delta.tool_calls' must be a list")
@@ -206,6 +228,12 @@ class ChunkAccumulator:
                     retryable=True,
                 )
             self._finish_reason = finish_reason
+        return pieces
+
+    def _parts(self, kind: DeltaKind) -> list[str]:
+        if kind == "content":
+            return self._content
+        return self._reasoning if kind == "reasoning" else self._refusal
 
     def _add_tool_call(self, item: object) -> None:
         delta = self._expect(item, dict, "each tool call delta must be an object")

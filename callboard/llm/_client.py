@@ -3,8 +3,9 @@
 One call is :meth:`ChatClient.stream_chat`: POST ``{base_url}/chat/completions``
 with ``stream: true``, decode the event stream (:mod:`._sse`), fold its chunks
 into a reply (:mod:`._accumulate`) and hand each text delta to ``on_delta``
-as it arrives, so a session can show it live while only the finished reply
-is stored.
+(and every delta, reasoning and refusals too, to ``on_stream_delta``) as it
+arrives, so a session can show it live while only the finished reply is
+stored.
 
 Which failures are retried here, and why only those: a call is retried (with
 capped, jittered exponential backoff) only while nothing of the answer has
@@ -52,6 +53,7 @@ from callboard._retry import Backoff
 from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply, ChunkAccumulator
+from ._deltas import StreamDelta
 from ._failures import API_KEY_ENV_VARS, Call, Retry, redact, status_failure
 from ._sse import EventStreamDecoder, ServerSentEvent
 
@@ -136,11 +138,15 @@ class ChatClient:
         on_delta: Callable[[str], object] | None = None,
         on_retry: Callable[[RetryNotice], object] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        on_stream_delta: Callable[[StreamDelta], object] | None = None,
     ) -> AssistantReply:
         """Ask the model and stream its answer; return the finished reply.
 
         ``on_delta(text)`` is called synchronously with each text piece as it
-        arrives (it must not block); ``on_retry(notice)`` before each backoff.
+        arrives (it must not block); ``on_stream_delta(delta)`` likewise with
+        every piece of text, reasoning or refusal, each tagged with its kind
+        (a caller showing the model's thinking apart uses this one);
+        ``on_retry(notice)`` before each backoff.
         ``tools`` is sent only when non-empty (servers reject ``"tools": []``).
         ``extra_body`` adds request fields (``temperature``, ``tool_choice``...);
         it cannot override ``model``, ``messages`` or streaming.
@@ -154,7 +160,7 @@ class ChatClient:
         attempt = 1
         while True:
             try:
-                return await self._attempt(call, on_delta)
+                return await self._attempt(call, on_delta, on_stream_delta)
             except Retry as retry:
                 failure = retry.error
                 if attempt >= self.max_attempts:
@@ -239,9 +245,12 @@ class ChatClient:
         return backoff.delay(attempt, self.rng)
 
     async def _attempt(
-        self, call: Call, on_delta: Callable[[str], object] | None
+        self,
+        call: Call,
+        on_delta: Callable[[str], object] | None,
+        on_stream_delta: Callable[[StreamDelta], object] | None,
     ) -> AssistantReply:
-        stream = _Stream(call, on_delta)
+        stream = _Stream(call, on_delta, on_stream_delta)
         http = self._client()
         with trio.CancelScope() as idle:
             idle.deadline = trio.current_time() + self.idle_timeout
@@ -279,6 +288,7 @@ class _Stream:
 
     call: Call
     on_delta: Callable[[str], object] | None
+    on_stream_delta: Callable[[StreamDelta], object] | None = None
     content_type: str = ""
     began: bool = False  # an event arrived: from here on, no silent retry
     done: bool = False  # [DONE] arrived: the answer is complete
@@ -349,12 +359,15 @@ class _Stream:
         if event.event == "error" and not (isinstance(chunk, dict) and "error" in chunk):
             chunk = {"error": chunk}
         try:
-            text = self.accumulator.add(chunk)
+            pieces = self.accumulator.add_deltas(chunk)
         except ModelError as exc:
             # The server's own words are quoted: a server that echoes the key must not leak it.
             raise self.call.redacted(exc) from None
-        if text and self.on_delta is not None:
-            self.on_delta(text)
+        for piece in pieces:
+            if piece.kind == "content" and self.on_delta is not None:
+                self.on_delta(piece.text)
+            if self.on_stream_delta is not None:
+                self.on_stream_delta(piece)
 
 
 @functools.cache
