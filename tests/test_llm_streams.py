@@ -100,6 +100,28 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
     "llamacpp-empty-done": Fails(
         ModelError, True, "ended with no text, no tool call, no refusal and no finish_reason"
     ),
+    "ollama-parallel-tools": AssistantReply(
+        "",
+        (
+            ToolCall(
+                "call_h3l1", "file_write", '{"filePath":"hello.py","content":"print(\\"hello\\")"}'
+            ),
+            ToolCall(
+                "call_w0r1", "file_write", '{"filePath":"world.py","content":"print(\\"world\\")"}'
+            ),
+        ),
+        "tool_calls",
+        usage(180, 60),
+        reasoning="Two files.",
+    ),
+    "sglang-parallel-tools-one-delta": AssistantReply(
+        "",
+        (
+            ToolCall("call_a", "read_file", '{"path": "a"}'),
+            ToolCall("call_b", "read_file", '{"path": "b"}'),
+        ),
+        "tool_calls",
+    ),
     "groq-usage": AssistantReply(
         "Hi!",
         finish_reason="stop",
@@ -260,6 +282,15 @@ def test_an_error_line_in_words_rather_than_json_still_fails_the_call_saying_the
     assert str(outcome) == (
         "the model server reported an error in the middle of its answer: slot unavailable"
     )
+
+
+def test_an_id_repeated_on_every_delta_of_one_call_continues_that_call():
+    def part(arguments: str) -> dict[str, Any]:
+        call = {"index": 0, "id": "call_x", "function": {"name": "f", "arguments": arguments}}
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    reply = accumulate([part('{"a"'), part(": 1}"), {"choices": [{"finish_reason": "tool_calls"}]}])
+    assert reply.tool_calls == (ToolCall("call_x", "f", '{"a": 1}'),)
 
 
 def test_an_empty_answer_that_only_reasoned_says_so():

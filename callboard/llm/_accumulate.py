@@ -14,6 +14,10 @@ choice chunk; with ``stream_options.include_usage`` a final chunk carries
 
 Where servers depart from that, on purpose here:
 
+- Ollama, SGLang and lmdeploy send parallel tool calls all at ``index: 0``,
+  each with its own ``id``: a new non-empty id at an index already in use
+  starts a new call. An empty ``id: ""`` on a continuation delta (vLLM,
+  Alibaba) continues the call.
 - An error may replace a chunk as ``{"error": {...}}`` or, in older vLLM, as
   a chunk whose ``object`` is ``"error"``; OpenRouter may end a failed
   generation with ``finish_reason: "error"`` and no error object at all.
@@ -100,6 +104,7 @@ class AssistantReply:
 
 @attrs.define
 class _PartialCall:
+    index: int  # the server's index, which several calls may share
     id: str = ""
     name: str = ""
     arguments: list[str] = attrs.Factory(list)
@@ -117,7 +122,8 @@ class ChunkAccumulator:
     _content: list[str] = attrs.field(factory=list, init=False)
     _reasoning: list[str] = attrs.field(factory=list, init=False)
     _refusal: list[str] = attrs.field(factory=list, init=False)
-    _calls: dict[int, _PartialCall] = attrs.field(factory=dict, init=False)
+    _calls: list[_PartialCall] = attrs.field(factory=list, init=False)
+    _by_index: dict[int, _PartialCall] = attrs.field(factory=dict, init=False)
     _finish_reason: str | None = attrs.field(default=None, init=False)
     _usage: dict[str, Any] | None = attrs.field(default=None, init=False)
     _count: int = attrs.field(default=0, init=False)
@@ -161,25 +167,24 @@ class ChunkAccumulator:
         return pieces
 
     def finish(self) -> AssistantReply:
-        """Build the reply. Tool calls come out in index order.
+        """Build the reply. Tool calls come out in index order, then in order of arrival.
 
-        A call whose server never sent an ``id`` gets ``call_<index>`` (some
+        A call whose server never sent an ``id`` gets ``call_<position>`` (some
         local servers omit ids; the conversation still needs one to pair the
         result with the call). A call without a name cannot be run: that raises.
         So does a stream that carried no answer at all (module docstring).
         """
         calls = []
-        for index in sorted(self._calls):
-            partial = self._calls[index]
+        for position, partial in enumerate(sorted(self._calls, key=lambda call: call.index)):
             if not partial.name:
                 raise ModelError(
-                    f"tool call {index} in the stream never received a function name, "
+                    f"tool call {position} in the stream never received a function name, "
                     "so it cannot be run",
                     retryable=False,
                 )
             calls.append(
                 ToolCall(
-                    id=partial.id or f"call_{index}",
+                    id=partial.id or f"call_{position}",
                     name=partial.name,
                     arguments="".join(partial.arguments),
                 )
@@ -237,16 +242,14 @@ class ChunkAccumulator:
 
     def _add_tool_call(self, item: object) -> None:
         delta = self._expect(item, dict, "each tool call delta must be an object")
-        index = delta.get("index")
-        if index is None:
-            # A few servers omit the index: an id starts a new call, no id continues the last.
-            index = max(self._calls, default=-1) + (1 if delta.get("id") or not self._calls else 0)
-        elif type(index) is not int:
-            self._malformed("a tool call's 'index' must be an integer", index)
-        call = self._calls.setdefault(index, _PartialCall())
         call_id = delta.get("id")
         if call_id is not None:
             self._expect(call_id, str, "a tool call's 'id' must be a string")
+        index = delta.get("index")
+        if index is not None and type(index) is not int:
+            self._malformed("a tool call's 'index' must be an integer", index)
+        call = self._call_for(index, call_id or "")
+        if call_id:
             call.id = call.id or call_id
         function = delta.get("function")
         if function is None:
@@ -261,6 +264,22 @@ class ChunkAccumulator:
         if arguments is not None:
             self._expect(arguments, str, "a tool call's 'function.arguments' must be a string")
             call.arguments.append(arguments)
+
+    def _call_for(self, index: int | None, call_id: str) -> _PartialCall:
+        """The call a delta continues, or a new one (module docstring)."""
+        if index is None:
+            # A few servers omit the index: an id starts a new call, no id continues the last.
+            last = self._calls[-1] if self._calls else None
+            if last is not None and (not call_id or call_id == last.id):
+                return last
+            index = max((call.index for call in self._calls), default=-1) + 1
+        current = self._by_index.get(index)
+        if current is not None and not (call_id and current.id and call_id != current.id):
+            return current
+        call = _PartialCall(index)
+        self._calls.append(call)
+        self._by_index[index] = call
+        return call
 
     def _expect(self, value: object, kind: type[_T], what: str) -> _T:
         if not isinstance(value, kind):
