@@ -17,7 +17,7 @@ from scripted_model import ScriptedModel
 from callboard.errors import ModelError
 from callboard.llm import AssistantReply, ChatClient, StreamDelta
 from callboard.llm._client import _Stream
-from callboard.llm._failures import Call
+from callboard.llm._failures import Call, Retry
 
 KEY = "sk-test-0123456789abcdef"
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -47,13 +47,23 @@ class Seen:
         return "".join(piece.text for piece in self.pieces if piece.kind == kind)
 
 
-def fast_client() -> ChatClient:
-    return ChatClient(api_key=KEY, backoff_initial=0.001, backoff_max=0.002, rng=random.Random(0))
+def fast_client(**options: Any) -> ChatClient:
+    settings: dict[str, Any] = {
+        "api_key": KEY,
+        "backoff_initial": 0.001,
+        "backoff_max": 0.002,
+        "rng": random.Random(0),
+    }
+    return ChatClient(**{**settings, **options})
 
 
-async def play(model: ScriptedModel, seen: Seen) -> AssistantReply | ModelError:
-    """One call through the real client; its reply, or the error it raised."""
-    async with fast_client() as client:
+async def play(model: ScriptedModel, seen: Seen, **options: Any) -> AssistantReply | ModelError:
+    """One call through the real client; its reply, or the error it raised.
+
+    ``options`` go to the ``ChatClient``; ``on_retry`` goes to the call.
+    """
+    on_retry = options.pop("on_retry", None)
+    async with fast_client(**options) as client:
         try:
             return await client.stream_chat(
                 base_url=model.base_url,
@@ -61,13 +71,17 @@ async def play(model: ScriptedModel, seen: Seen) -> AssistantReply | ModelError:
                 messages=MESSAGES,
                 on_delta=seen.deltas.append,
                 on_stream_delta=seen.pieces.append,
+                on_retry=on_retry,
             )
         except ModelError as error:
             return error
 
 
 def handle(parts: list[bytes]) -> tuple[AssistantReply | ModelError, Seen]:
-    """Feed the parts to the client's body handler, as its HTTP loop does."""
+    """Feed the parts to the client's body handler, as its HTTP loop does.
+
+    An error the client would retry comes back as the error it retries on.
+    """
     seen = Seen()
     call = Call(
         url="http://127.0.0.1:9/v1/chat/completions",
@@ -85,3 +99,5 @@ def handle(parts: list[bytes]) -> tuple[AssistantReply | ModelError, Seen]:
         return stream.finish(), seen
     except ModelError as error:
         return error, seen
+    except Retry as retry:
+        return retry.error, seen

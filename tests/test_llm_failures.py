@@ -9,6 +9,7 @@ quotes the API key, even where a server echoes it inside its stream.
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 import trio
@@ -17,7 +18,9 @@ from stream_helpers import KEY, Pieces, Seen, play
 
 import callboard.llm
 from callboard.errors import ModelError
-from callboard.llm import ContextOverflow
+from callboard.llm import AssistantReply, ContextOverflow, RetryNotice
+
+STREAMS = Path(__file__).parent / "model_streams"
 
 
 async def test_a_429_for_insufficient_quota_is_permanent_and_not_retried():
@@ -143,3 +146,36 @@ async def test_a_key_the_server_echoes_inside_its_stream_is_redacted_from_the_er
     assert isinstance(outcome, ModelError)
     assert KEY[:8] not in str(outcome) and KEY[:8] not in repr(outcome)
     assert "[redacted]" in str(outcome)
+
+
+async def test_a_retryable_error_in_the_stream_before_any_text_is_retried_after_a_backoff():
+    notices: list[RetryNotice] = []
+    first = Pieces(((STREAMS / "openrouter-error-429.sse").read_bytes(),))
+    with trio.fail_after(20), ScriptedModel([first, text("ok")]) as model:
+        outcome = await play(model, Seen(), on_retry=notices.append)
+    assert isinstance(outcome, AssistantReply)
+    assert (outcome.content, len(model.requests)) == ("ok", 2)
+    [notice] = notices
+    assert (notice.attempt, notice.error.retryable) == (1, True)
+    assert str(notice.error) == (
+        "the model server reported an error in the middle of its answer: Rate limit "
+        "exceeded: free-models-per-min (code 429)"
+    )
+
+
+async def test_a_retryable_error_in_the_stream_after_text_was_shown_is_raised_not_retried():
+    seen = Seen()
+    first = Pieces(((STREAMS / "vllm-internal-error.sse").read_bytes(),))
+    with trio.fail_after(20), ScriptedModel([first, text("never")]) as model:
+        outcome = await play(model, seen)
+    assert isinstance(outcome, ModelError)
+    assert (outcome.retryable, seen.deltas, len(model.requests)) == (True, ["Sure"], 1)
+
+
+async def test_an_empty_answer_is_retried_by_the_client_and_then_gives_up_saying_so():
+    empty = Pieces(((STREAMS / "llamacpp-empty-done.sse").read_bytes(),))
+    with trio.fail_after(20), ScriptedModel([empty, empty]) as model:
+        outcome = await play(model, Seen(), max_attempts=2)
+    assert isinstance(outcome, ModelError)
+    assert (outcome.retryable, len(model.requests)) == (True, 2)
+    assert str(outcome).endswith("so it is not recorded as a reply (gave up after 2 attempts)")

@@ -18,8 +18,9 @@ capped) and 5xx. Terminal at once: 400 (with its own message when the
 conversation exceeds the context window), 401/403 (the API key), 404 and the
 other 4xx, a 429 for an exhausted quota, a context overflow whatever its
 status (:class:`ContextOverflow`), redirects, and a body that is not an
-event stream of JSON. An error the server sends inside the stream is raised
-as it arrives, with ``retryable`` read from its code (``_classify``).
+event stream of JSON. An error the server sends inside the stream is read
+as it arrives, ``retryable`` from its code (``_classify``): retried here
+like an HTTP 429 while no piece of the answer has been shown, raised after.
 
 A stream that ends with neither ``[DONE]`` nor a ``finish_reason`` raises
 "the stream ended early" with ``retryable=True``: that is what a proxy
@@ -291,6 +292,7 @@ class _Stream:
     on_stream_delta: Callable[[StreamDelta], object] | None = None
     content_type: str = ""
     began: bool = False  # an event arrived: from here on, no silent retry
+    shown: bool = False  # a piece of the answer went to a callback
     done: bool = False  # [DONE] arrived: the answer is complete
     decoder: EventStreamDecoder = attrs.Factory(EventStreamDecoder)
     accumulator: ChunkAccumulator = attrs.field(init=False)
@@ -322,7 +324,7 @@ class _Stream:
         try:
             return self.accumulator.finish()
         except ModelError as exc:
-            raise self.call.redacted(exc) from None
+            raise self.failed(exc) from None
 
     def broken(self, what: str) -> ModelError | Retry:
         """A transport-level failure: retried here before the answer began, raised after."""
@@ -338,6 +340,20 @@ class _Stream:
                 retryable=True,
             )
         )
+
+    def failed(self, error: ModelError) -> ModelError | Retry:
+        """What the stream said went wrong: retried here while nothing was shown, else raised.
+
+        A retryable error before any piece of the answer (OpenRouter's 429 as
+        its first event) gets the backoff an HTTP 429 gets; once text was
+        shown, a silent retry would show it twice, so the caller decides.
+        The server's own words are quoted: a server that echoes the key must
+        not leak it.
+        """
+        error = self.call.redacted(error)
+        if error.retryable and not self.shown:
+            return Retry(error)
+        return error
 
     def _handle(self, event: ServerSentEvent) -> None:
         if self.done:
@@ -361,8 +377,8 @@ class _Stream:
         try:
             pieces = self.accumulator.add_deltas(chunk)
         except ModelError as exc:
-            # The server's own words are quoted: a server that echoes the key must not leak it.
-            raise self.call.redacted(exc) from None
+            raise self.failed(exc) from None
+        self.shown = self.shown or bool(pieces)
         for piece in pieces:
             if piece.kind == "content" and self.on_delta is not None:
                 self.on_delta(piece.text)
