@@ -3,8 +3,9 @@
 One call is :meth:`ChatClient.stream_chat`: POST ``{base_url}/chat/completions``
 with ``stream: true``, decode the event stream (:mod:`._sse`), fold its chunks
 into a reply (:mod:`._accumulate`) and hand each text delta to ``on_delta``
-as it arrives, so a session can show it live while only the finished reply
-is stored.
+(and every delta, reasoning and refusals too, to ``on_stream_delta``) as it
+arrives, so a session can show it live while only the finished reply is
+stored.
 
 Which failures are retried here, and why only those: a call is retried (with
 capped, jittered exponential backoff) only while nothing of the answer has
@@ -15,7 +16,11 @@ Retried: connect errors and timeouts, a connection lost before the answer,
 silence before the answer, HTTP 408, 409, 429 (waiting ``Retry-After``,
 capped) and 5xx. Terminal at once: 400 (with its own message when the
 conversation exceeds the context window), 401/403 (the API key), 404 and the
-other 4xx, redirects, and a body that is not an event stream of JSON.
+other 4xx, a 429 for an exhausted quota, a context overflow whatever its
+status (:class:`ContextOverflow`), redirects, and a body that is not an
+event stream of JSON. An error the server sends inside the stream is read
+as it arrives, ``retryable`` from its code (``_classify``): retried here
+like an HTTP 429 while no piece of the answer has been shown, raised after.
 
 A stream that ends with neither ``[DONE]`` nor a ``finish_reason`` raises
 "the stream ended early" with ``retryable=True``: that is what a proxy
@@ -24,7 +29,8 @@ succeed. A stream that sends ``[DONE]`` (or a finish reason) is complete even
 if the connection then breaks.
 
 The API key never appears in a message, a repr or a log line: it is held in
-a ``repr=False`` field and removed from any server text we quote.
+a ``repr=False`` field and removed from any server text we quote, including
+the errors the accumulator raises from what the stream said.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ from callboard._retry import Backoff
 from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply, ChunkAccumulator
-from ._failures import API_KEY_ENV_VARS, Call, Retry, status_failure
+from ._deltas import StreamDelta
+from ._failures import API_KEY_ENV_VARS, Call, Retry, redact, status_failure
 from ._sse import EventStreamDecoder, ServerSentEvent
 
 __all__ = ["ChatClient", "RetryNotice"]
@@ -132,11 +139,15 @@ class ChatClient:
         on_delta: Callable[[str], object] | None = None,
         on_retry: Callable[[RetryNotice], object] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        on_stream_delta: Callable[[StreamDelta], object] | None = None,
     ) -> AssistantReply:
         """Ask the model and stream its answer; return the finished reply.
 
         ``on_delta(text)`` is called synchronously with each text piece as it
-        arrives (it must not block); ``on_retry(notice)`` before each backoff.
+        arrives (it must not block); ``on_stream_delta(delta)`` likewise with
+        every piece of text, reasoning or refusal, each tagged with its kind
+        (a caller showing the model's thinking apart uses this one);
+        ``on_retry(notice)`` before each backoff.
         ``tools`` is sent only when non-empty (servers reject ``"tools": []``).
         ``extra_body`` adds request fields (``temperature``, ``tool_choice``...);
         it cannot override ``model``, ``messages`` or streaming.
@@ -150,7 +161,7 @@ class ChatClient:
         attempt = 1
         while True:
             try:
-                return await self._attempt(call, on_delta)
+                return await self._attempt(call, on_delta, on_stream_delta)
             except Retry as retry:
                 failure = retry.error
                 if attempt >= self.max_attempts:
@@ -235,9 +246,12 @@ class ChatClient:
         return backoff.delay(attempt, self.rng)
 
     async def _attempt(
-        self, call: Call, on_delta: Callable[[str], object] | None
+        self,
+        call: Call,
+        on_delta: Callable[[str], object] | None,
+        on_stream_delta: Callable[[StreamDelta], object] | None,
     ) -> AssistantReply:
-        stream = _Stream(call, on_delta)
+        stream = _Stream(call, on_delta, on_stream_delta)
         http = self._client()
         with trio.CancelScope() as idle:
             idle.deadline = trio.current_time() + self.idle_timeout
@@ -275,11 +289,16 @@ class _Stream:
 
     call: Call
     on_delta: Callable[[str], object] | None
+    on_stream_delta: Callable[[StreamDelta], object] | None = None
     content_type: str = ""
     began: bool = False  # an event arrived: from here on, no silent retry
+    shown: bool = False  # a piece of the answer went to a callback
     done: bool = False  # [DONE] arrived: the answer is complete
     decoder: EventStreamDecoder = attrs.Factory(EventStreamDecoder)
-    accumulator: ChunkAccumulator = attrs.Factory(ChunkAccumulator)
+    accumulator: ChunkAccumulator = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.accumulator = ChunkAccumulator(scrub=functools.partial(redact, key=self.call.key))
 
     @property
     def complete(self) -> bool:
@@ -302,7 +321,10 @@ class _Stream:
                     retryable=False,
                 )
             raise self.broken("the stream ended early, before [DONE] and before a finish_reason")
-        return self.accumulator.finish()
+        try:
+            return self.accumulator.finish()
+        except ModelError as exc:
+            raise self.failed(exc) from None
 
     def broken(self, what: str) -> ModelError | Retry:
         """A transport-level failure: retried here before the answer began, raised after."""
@@ -319,6 +341,20 @@ class _Stream:
             )
         )
 
+    def failed(self, error: ModelError) -> ModelError | Retry:
+        """What the stream said went wrong: retried here while nothing was shown, else raised.
+
+        A retryable error before any piece of the answer (OpenRouter's 429 as
+        its first event) gets the backoff an HTTP 429 gets; once text was
+        shown, a silent retry would show it twice, so the caller decides.
+        The server's own words are quoted: a server that echoes the key must
+        not leak it.
+        """
+        error = self.call.redacted(error)
+        if error.retryable and not self.shown:
+            return Retry(error)
+        return error
+
     def _handle(self, event: ServerSentEvent) -> None:
         if self.done:
             return
@@ -329,16 +365,25 @@ class _Stream:
         try:
             chunk = json.loads(event.data)
         except ValueError:
-            raise self.call.error(
-                f"the model server at {self.call.base_url} sent an event whose data is not "
-                f"JSON: {self.call.excerpt(event.data)}",
-                retryable=False,
-            ) from None
-        if event.event == "error" and isinstance(chunk, dict) and "error" not in chunk:
+            if event.event != "error":
+                raise self.call.error(
+                    f"the model server at {self.call.base_url} sent an event whose data is "
+                    f"not JSON: {self.call.excerpt(event.data)}",
+                    retryable=False,
+                ) from None
+            chunk = {"message": event.data}  # an error said in words, not JSON
+        if event.event == "error" and not (isinstance(chunk, dict) and "error" in chunk):
             chunk = {"error": chunk}
-        text = self.accumulator.add(chunk)
-        if text and self.on_delta is not None:
-            self.on_delta(text)
+        try:
+            pieces = self.accumulator.add_deltas(chunk)
+        except ModelError as exc:
+            raise self.failed(exc) from None
+        self.shown = self.shown or bool(pieces)
+        for piece in pieces:
+            if piece.kind == "content" and self.on_delta is not None:
+                self.on_delta(piece.text)
+            if self.on_stream_delta is not None:
+                self.on_stream_delta(piece)
 
 
 @functools.cache

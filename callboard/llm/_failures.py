@@ -2,7 +2,10 @@
 
 Kept apart from the client so the policy reads in one place: which HTTP
 answers are worth another attempt (408, 409, 429, 5xx), which are terminal
-and what each terminal message tells the user to fix. Every message passes
+and what each terminal message tells the user to fix. Two answers override
+their status: a context overflow (:class:`ContextOverflow`, whatever the
+status, since llama.cpp has sent it as a 500) and a 429 for
+``insufficient_quota``, which no wait cures. Every message passes
 through :meth:`Call.error`, which removes the API key, so a server that
 echoes the key (some do, in "Incorrect API key provided: ...") cannot leak it.
 """
@@ -12,7 +15,6 @@ from __future__ import annotations
 import email.utils
 import json
 import math
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,11 +23,20 @@ import httpx
 
 from callboard.errors import ModelError
 
+from ._classify import (
+    RETRYABLE_STATUS,
+    ContextOverflow,
+    context_limit,
+    is_context_overflow,
+    is_out_of_quota,
+)
+
 __all__ = [
     "API_KEY_ENV_VARS",
     "Call",
     "Retry",
     "error_message",
+    "error_object",
     "redact",
     "retry_after",
     "status_failure",
@@ -35,8 +46,6 @@ API_KEY_ENV_VARS = ("CALLBOARD_API_KEY", "OPENAI_API_KEY")
 """Where the key is read from, in order, when no ``api_key=`` is given."""
 
 EXCERPT = 200  # characters of server text quoted in an error
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-CONTEXT_LENGTH = re.compile(r"context[_ ]length|context window|maximum context", re.IGNORECASE)
 
 
 class Retry(Exception):
@@ -63,6 +72,11 @@ class Call:
     def error(self, message: str, *, status: int | None = None, retryable: bool) -> ModelError:
         return ModelError(redact(message, self.key), status=status, retryable=retryable)
 
+    def redacted(self, error: ModelError) -> ModelError:
+        """``error`` (of whatever class) with the key removed from its message."""
+        error.args = (redact(str(error), self.key),)
+        return error
+
     def excerpt(self, text: str) -> str:
         text = redact(text, self.key).strip()
         return text if len(text) <= EXCERPT else text[: EXCERPT - 3] + "..."
@@ -73,6 +87,25 @@ def status_failure(call: Call, response: httpx.Response, body: str) -> ModelErro
     status = response.status_code
     said = f"The server said: {call.excerpt(error_message(body)) or '(nothing)'}"
     where = f"the model server at {call.base_url}"
+    said_error = error_object(body)
+    # llama.cpp has sent its overflow with code 500: the type decides, not the status.
+    if (said_error is not None and is_context_overflow(said_error) and status >= 400) or (
+        status in (400, 413) and is_context_overflow(body)
+    ):
+        message = (
+            f"the conversation is longer than model {call.model!r} accepts (HTTP {status} "
+            f"from {call.base_url}): it exceeds the context window; shorten or summarise it "
+            f"before asking again. {said}"
+        )
+        limit = context_limit(said_error if said_error is not None else body)
+        return ContextOverflow(redact(message, call.key), status=status, context_limit=limit)
+    if status == 429 and said_error is not None and is_out_of_quota(said_error):
+        message = (
+            f"{where} refused the request because the account behind the API key is out of "
+            f"quota or credit (HTTP 429 insufficient_quota): waiting will not help; add "
+            f"credit or raise the account's limits. {said}"
+        )
+        return call.error(message, status=status, retryable=False)
     if status in RETRYABLE_STATUS or status >= 500:
         what = "is rate limiting requests" if status == 429 else "failed"
         error = call.error(f"{where} {what} (HTTP {status}). {said}", status=status, retryable=True)
@@ -89,12 +122,6 @@ def status_failure(call: Call, response: httpx.Response, body: str) -> ModelErro
                 f"{where} requires an API key (HTTP {status}) and none was sent: the key is "
                 f"missing; set {' or '.join(API_KEY_ENV_VARS)}. {said}"
             )
-    elif status in (400, 413) and CONTEXT_LENGTH.search(body):
-        message = (
-            f"the conversation is longer than model {call.model!r} accepts (HTTP {status} "
-            f"from {call.base_url}): it exceeds the context window; shorten or summarise it "
-            f"before asking again. {said}"
-        )
     elif status == 404:
         message = (
             f"{where} has no {call.url} or no model {call.model!r} (HTTP 404): check base_url "
@@ -106,6 +133,20 @@ def status_failure(call: Call, response: httpx.Response, body: str) -> ModelErro
     else:
         message = f"{where} rejected the request (HTTP {status}). {said}"
     return call.error(message, status=status, retryable=False)
+
+
+def error_object(body: str) -> dict[str, Any] | None:
+    """The ``error`` object of an OpenAI-style error body (or the body, when it is one)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    error = parsed.get("error")
+    if isinstance(error, dict):
+        return error
+    return parsed if "message" in parsed else None
 
 
 def error_message(body: str) -> str:

@@ -16,6 +16,12 @@ Deviation from the specification, on purpose: an event whose ``data:`` lines
 are not followed by a blank line before the stream ends is still delivered
 by :meth:`EventStreamDecoder.close`. The specification drops it; a server
 that closes right after ``data: [DONE]`` would otherwise lose its sentinel.
+
+A second deviation: an ``error:`` line, which is no field of the format, is
+read as the data of an event named ``error``. Older llama.cpp servers write
+their in-stream errors so (``error: {json}`` and then ``data: [DONE]``);
+ignoring the line, as the specification says, turns a context overflow into
+what looks like an empty answer.
 """
 
 from __future__ import annotations
@@ -108,6 +114,9 @@ class EventStreamDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
+        elif name == "error":
+            self._data.append(value)
+            self._event = "error"
         elif name == "id":
             if "\0" not in value:
                 self._last_id = value
