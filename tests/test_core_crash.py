@@ -67,6 +67,8 @@ async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactl
                     assert mine == sorted(mine), f"{sender}'s messages to {address} out of order"
             assert sum(len(s) for s in applied.values()) == len(everything)
             assert sum(len(v) for v in acked.values()) > 0
+    told = sum(len(v) for v in acked.values())
+    print(f"SIGKILL at random: {cycles} kills, {told} acked, 0 lost, 0 applied twice")
 
 
 async def test_a_message_that_kills_the_process_is_dead_lettered_after_three_deaths(tmp_path):
