@@ -124,3 +124,26 @@ async def test_a_spec_that_cannot_work_is_refused_at_spawn_naming_the_field(
         async with callboard.open_runtime(data, kinds=KINDS) as rt:
             with pytest.raises(callboard.BadRequest, match=named):
                 await rt.spawn("session", {"workspace": str(workspace), **overrides})
+
+
+async def test_a_refusal_is_the_turns_answer_and_is_marked_as_one(data, workspace):
+    # OpenAI streams a refusal in ``delta.refusal`` instead of content; it
+    # must not end the turn as an empty answer.
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "refusal": "I can't "}}]},
+        {"choices": [{"index": 0, "delta": {"refusal": "help with that."}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    with ScriptedModel([raw(body.encode())]) as model, trio.fail_after(20):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "do the bad thing")
+                done = await watch.until("turn.completed")
+    [message] = watch.of("assistant.message")
+    assert done.data["answer"] == "I can't help with that."
+    assert message["refusal"] == "I can't help with that."
+    assert message["content"] == "I can't help with that."
+    assert len(model.requests) == 1

@@ -174,7 +174,9 @@ async def drive_turn(
             if before_model_call is not None:
                 before_model_call(turn)  # committed with the model's answer
             reply = await _ask_model(ctx, turn, settings, chat, client)
-            chat.append(ctx, record_reply(turn, reply.content, reply.tool_calls))
+            # A refusal comes instead of content: it is the answer the user sees.
+            content = reply.content or reply.refusal
+            chat.append(ctx, record_reply(turn, content, reply.tool_calls))
             ctx.emit("assistant.message", _assistant_event(turn, reply))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
@@ -294,13 +296,16 @@ async def _ask_model(
 
 
 def _assistant_event(turn: TurnJournal, reply: AssistantReply) -> dict[str, Any]:
-    return {
+    event = {
         "turn_id": turn.turn_id,
-        "content": reply.content,
+        "content": reply.content or reply.refusal,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
         "finish_reason": reply.finish_reason,
         "usage": reply.usage,
     }
+    if reply.refusal:
+        event["refusal"] = reply.refusal  # the model declined: say so, beside the text
+    return event
 
 
 def _call_event(turn: TurnJournal, call_id: str, name: str, arguments: str) -> dict[str, Any]:
