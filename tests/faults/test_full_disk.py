@@ -28,7 +28,11 @@ from runner import Child, open_child
 import callboard
 
 CHILD = Path(__file__).parent / "store_child.py"
-DISK = "8m"
+# Room for what a trial's store grows to (its database and a WAL of about
+# 4 MB reach 8.4 MB by a third episode) and a ballast bigger than
+# `SPACE_AGAIN` on top: on 8 MB the ballast could take less than that, and
+# once it was deleted the store rightly never said it had space again.
+DISK = "16m"
 PAD = 2000  # bytes more in each body, so the WAL grows into the ballast's space soon
 # Sends that make one transaction larger than SQLite's page cache (2 MiB).
 SPILLING, BIG = 16, 256 * 1024
