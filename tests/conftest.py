@@ -1,14 +1,23 @@
 """Shared test set-up: unwrap trio's single-error groups so failures read plainly,
-the test gateways' token in the environment, and the directories most agent
-tests need."""
+the test gateways' token in the environment, the directories most agent
+tests need, and the stores the core suite runs on (SQLite, and PostgreSQL on
+a server the session starts: ``pg_server``)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from credentials import TEST_TOKEN
+from pg_server import PgServer, skip_or_fail_without_postgres
 from shell_helpers import JOBS_DIR
+
+from callboard.store import Store
+from callboard.store._sqlite import open_sqlite_store
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +70,52 @@ def data(tmp_path: Path) -> Path:
 def settings(tmp_path: Path) -> dict[str, str]:
     """Job files under the test's directory, where the leak guard looks for them."""
     return {"jobs_dir": str(tmp_path / JOBS_DIR)}
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the session, started here and stopped at its end."""
+    skip_or_fail_without_postgres()
+    server = PgServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """A new empty database of the session's server."""
+    return pg_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The ``store=`` a test opens its runtime with: None (SQLite in the data
+    directory) or the URL of a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+OpenStore = Callable[..., AbstractAsyncContextManager[Any]]
+
+
+@pytest.fixture
+def open_test_store(store_url: str | None) -> OpenStore:
+    """Opens the parametrized store with its data directory ``directory`` (the
+    same database each time within a test, as a reopened SQLite directory)."""
+
+    def opener(directory: os.PathLike[str] | str, **options: Any) -> Any:
+        if store_url is None:
+            return open_sqlite_store(directory, **options)
+        from callboard.store._postgres import open_postgres_store
+
+        return open_postgres_store(store_url, directory, **options)
+
+    return opener
+
+
+__all__ = ["OpenStore", "Store"]
