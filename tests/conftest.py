@@ -5,19 +5,14 @@ a server the session starts: ``pg_server``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from credentials import TEST_TOKEN
 from pg_server import PgServer, skip_or_fail_without_postgres
 from shell_helpers import JOBS_DIR
-
-from callboard.store import Store
-from callboard.store._sqlite import open_sqlite_store
+from store_backends import Backend, PostgresBackend, SqliteBackend
 
 
 @pytest.fixture(autouse=True)
@@ -100,22 +95,10 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     return url
 
 
-OpenStore = Callable[..., AbstractAsyncContextManager[Any]]
-
-
 @pytest.fixture
-def open_test_store(store_url: str | None) -> OpenStore:
-    """Opens the parametrized store with its data directory ``directory`` (the
-    same database each time within a test, as a reopened SQLite directory)."""
-
-    def opener(directory: os.PathLike[str] | str, **options: Any) -> Any:
-        if store_url is None:
-            return open_sqlite_store(directory, **options)
-        from callboard.store._postgres import open_postgres_store
-
-        return open_postgres_store(store_url, directory, **options)
-
-    return opener
-
-
-__all__ = ["OpenStore", "Store"]
+def store_backend(request: pytest.FixtureRequest, store_url: str | None) -> Backend:
+    """The parametrized store, as the store tests drive it (see ``store_backends``)."""
+    if store_url is None:
+        return SqliteBackend()
+    server: PgServer = request.getfixturevalue("pg_server")
+    return PostgresBackend(store_url, server.new_database)

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
-_BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
+_BIN_DIRS = (
+    "/usr/lib/postgresql/15/bin",
+    "/usr/lib/postgresql/16/bin",
+    "/usr/lib/postgresql/17/bin",
+)
 _USER = "callboard"
 _TEMPLATE = "callboard_template"
 
