@@ -38,7 +38,9 @@ async def test_a_page_holds_no_more_bytes_of_event_data_than_max_bytes(tmp_path,
     assert [len(event.data) for event in first.events] == [100, 100, 100]
 
 
-async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(tmp_path, store_backend):
+async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(
+    tmp_path, store_backend
+):
     with trio.fail_after(10):
         async with store_backend.open(tmp_path) as store:
             await store_events(store, "a", [1000, 10, 10, 1000])
@@ -51,7 +53,9 @@ async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(
     assert big.events[0].data == data(1000)
 
 
-async def test_a_page_holds_at_most_limit_events_and_says_whether_more_were_stored(tmp_path, store_backend):
+async def test_a_page_holds_at_most_limit_events_and_says_whether_more_were_stored(
+    tmp_path, store_backend
+):
     with trio.fail_after(10):
         async with store_backend.open(tmp_path) as store:
             await store_events(store, "a", [10] * 5)

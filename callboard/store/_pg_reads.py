@@ -14,13 +14,13 @@ event left out comes back without its data, which tells there are more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 import trio
 
-from ..errors import Pruned, RuntimeClosed
+from ..errors import Pruned, RuntimeClosed, StoreUnavailable
 from ._records import ActorRecord, DeadLetterRecord, EventPage, EventRecord, MailboxRecord
 
 _ACTOR_COLUMNS = (
@@ -45,8 +45,14 @@ _READ_THREADS = 4
 class ReaderPool:
     """Up to ``size`` autocommit connections, each lent to one worker thread at a time."""
 
-    def __init__(self, connect: Any, size: int = _READ_THREADS) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        scrub: Callable[[str], str],
+        size: int = _READ_THREADS,
+    ) -> None:
         self._connect = connect
+        self._scrub = scrub
         self._idle: list[psycopg.Connection[Any]] = []
         self._threads = trio.CapacityLimiter(size)
         self._closed = False
@@ -62,15 +68,29 @@ class ReaderPool:
             conn = self._idle.pop()
         except IndexError:
             conn = self._connect()
+        else:
+            if conn.broken or conn.closed:
+                conn = self._connect()
         try:
+            try:
+                return conn.execute(sql, args).fetchall()
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+            # An idle connection the server ended (a restart, an administrator):
+            # a read changes nothing, so it is read again on a new one, once.
+            conn.close()
+            conn = self._connect()
             return conn.execute(sql, args).fetchall()
-        except BaseException:
+        except psycopg.Error as exc:
             conn.close()  # whatever state it is in, a new one replaces it
-            raise
+            raise StoreUnavailable(
+                f"the PostgreSQL store could not read ({self._scrub(str(exc).strip())})"
+            ) from None
         finally:
-            if self._closed:
+            if self._closed or conn.closed:
                 conn.close()
-            elif not conn.closed:
+            else:
                 self._idle.append(conn)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from . import _ops_mailbox as mailbox_ops
 from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
-from ._pg_connect import connect, redact
+from ._pg_connect import connect, redact, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_reads import PgReads, ReaderPool
 from ._pg_schema import lock_database, prepare, reclaim_ownership, take_ownership
@@ -67,7 +67,9 @@ class PostgresStore(PgBatchWriter, PgReads):
         self._send, self._receive = trio.open_memory_channel[_Op](queue_size)
         self._writer: SqliteDialect | None = None
         self._writer_thread = trio.CapacityLimiter(1)
-        self._reads = ReaderPool(lambda: connect(self._url, autocommit=True))
+        self._reads = ReaderPool(
+            lambda: connect(self._url, autocommit=True), lambda text: scrub(text, self._url)
+        )
         self._epoch = 0
         self._batches = 0
         self._operations = 0
