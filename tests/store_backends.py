@@ -116,3 +116,49 @@ class PostgresBackend:
 
 
 Backend = SqliteBackend | PostgresBackend
+
+
+def read_rows(
+    data: Path, store_url: str | None, sql: str, args: tuple[object, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Rows of a read (``?`` placeholders) from another connection to the store a
+    runtime on ``data`` uses: SQLite in ``data`` (None), or the database at ``store_url``."""
+    if store_url is None:
+        conn = sqlite3.connect(data / "callboard.sqlite3", isolation_level=None)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as pg:
+        return [tuple(row) for row in pg.execute(sql.replace("?", "%s"), args).fetchall()]
+
+
+async def all_blocked(store: object) -> None:
+    """`trio.testing.wait_all_tasks_blocked`, and no work of ``store`` on a worker
+    thread: to trio a task waiting for its thread is blocked, so with the
+    PostgreSQL store (every read and write on a thread) the first alone can
+    return while a read is still on its way. Waits for each thread to finish
+    (by taking every token of the lanes they run in), then looks again."""
+    import trio.testing
+
+    while True:
+        await trio.testing.wait_all_tasks_blocked()
+        lanes = [lane for lane in _lanes(store) if lane.borrowed_tokens]
+        if not lanes:
+            return
+        for lane in lanes:
+            tokens = [object() for _ in range(int(lane.total_tokens))]
+            for token in tokens:
+                await lane.acquire_on_behalf_of(token)
+            for token in tokens:
+                lane.release_on_behalf_of(token)
+
+
+def _lanes(store: object) -> list[Any]:
+    from callboard.store._postgres import PostgresStore
+
+    if not isinstance(store, PostgresStore):
+        return []
+    return [store._writer_thread, store._reads._threads]

@@ -6,6 +6,16 @@ serves one thread at a time), in autocommit: every statement takes a fresh
 snapshot, so a read sees every write whose COMMIT returned before it began,
 and holds no transaction across an ``await``.
 
+A read never runs while a batch of writes is on the writer's thread: they
+take turns on one lane (the writer's `trio.CapacityLimiter`). So a read
+sees the store as of a moment between batches, and the task that read
+resumes before the next batch can be acknowledged, as with SQLite's reads
+on the trio thread. The runtime relies on that: `Runtime.wait_handled`
+reads an actor's cursor and then waits for it to move, and a commit
+acknowledged in between would be missed. Pages of events, which may be
+big, take turns among themselves instead (nobody waits on their outcome
+that way: a replay reads until it meets the live events).
+
 A page of events (`read_events`) is bounded in events and bytes by the
 statement itself, with window functions over the index's order: the first
 event always, then each while the page stays within both bounds; the first
@@ -49,15 +59,24 @@ class ReaderPool:
         self,
         connect: Callable[[], psycopg.Connection[Any]],
         scrub: Callable[[str], str],
+        lane: trio.CapacityLimiter,
         size: int = _READ_THREADS,
     ) -> None:
         self._connect = connect
         self._scrub = scrub
+        self._lane = lane
         self._idle: list[psycopg.Connection[Any]] = []
         self._threads = trio.CapacityLimiter(size)
         self._closed = False
 
     async def rows(self, sql: str, args: Sequence[object] | dict[str, object] = ()) -> list[Any]:
+        """A short read, between two batches of the writer (see the module)."""
+        if self._closed:
+            raise RuntimeClosed("the store is closed")
+        return await trio.to_thread.run_sync(self._rows, sql, args, limiter=self._lane)
+
+    async def page(self, sql: str, args: dict[str, object]) -> list[Any]:
+        """A page of events: beside the writer, at most ``size`` at once."""
         if self._closed:
             raise RuntimeClosed("the store is closed")
         return await trio.to_thread.run_sync(self._rows, sql, args, limiter=self._threads)
@@ -154,7 +173,7 @@ class PgReads:
         """The next page of ``address``'s events after seq ``after``: at most
         ``limit`` events and ``max_bytes`` bytes of their data, but always the
         next event if there is one. `Pruned` if retention removed them."""
-        rows = await self._reads.rows(
+        rows = await self._reads.page(
             _EVENT_PAGE,
             {"address": address, "after": after, "limit": limit, "max_bytes": max_bytes},
         )

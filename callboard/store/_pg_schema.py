@@ -30,6 +30,7 @@ __all__ = [
     "prepare",
     "reclaim_ownership",
     "take_ownership",
+    "unlock_database",
 ]
 
 SCHEMA_VERSION = 1
@@ -190,6 +191,15 @@ def lock_database(conn: psycopg.Connection[Any], where: str) -> None:
             f"the database at {where} is in use by another callboard store; several nodes "
             "on one PostgreSQL database are not supported yet: stop the other one first"
         )
+
+
+def unlock_database(conn: psycopg.Connection[Any]) -> None:
+    """Let go of the owner's lock before closing: the server ends a closed
+    connection's session (and its locks) a moment after the client has gone,
+    and a store opened again at once must not find the lock still held."""
+    conn.rollback()
+    conn.execute("SELECT pg_advisory_unlock(%s)", (_OWNER_LOCK,))
+    conn.commit()
 
 
 def take_ownership(conn: psycopg.Connection[Any], node: str | None, now: float) -> int:

@@ -35,7 +35,13 @@ from ._lock import DirectoryLock
 from ._pg_connect import connect, redact, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_reads import PgReads, ReaderPool
-from ._pg_schema import lock_database, prepare, reclaim_ownership, take_ownership
+from ._pg_schema import (
+    lock_database,
+    prepare,
+    reclaim_ownership,
+    take_ownership,
+    unlock_database,
+)
 from ._pg_writer import PgBatchWriter
 from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
 from ._writer import _Op
@@ -68,7 +74,9 @@ class PostgresStore(PgBatchWriter, PgReads):
         self._writer: SqliteDialect | None = None
         self._writer_thread = trio.CapacityLimiter(1)
         self._reads = ReaderPool(
-            lambda: connect(self._url, autocommit=True), lambda text: scrub(text, self._url)
+            lambda: connect(self._url, autocommit=True),
+            lambda text: scrub(text, self._url),
+            lane=self._writer_thread,
         )
         self._epoch = 0
         self._batches = 0
@@ -90,12 +98,14 @@ class PostgresStore(PgBatchWriter, PgReads):
 
     # -- lifecycle (on a worker thread) --------------------------------------
 
-    def _open(self) -> None:
+    def _open(self, now: float) -> None:
+        """On a worker thread; ``now`` from the store's clock, read on the trio
+        thread (a test's clock may be trio's)."""
         conn = connect(self._url, autocommit=False)
         try:
             lock_database(conn, self._where)
             prepare(conn, self._where)
-            self._epoch = take_ownership(conn, self.node, self._clock())
+            self._epoch = take_ownership(conn, self.node, now)
         except BaseException:
             conn.close()
             raise
@@ -112,17 +122,20 @@ class PostgresStore(PgBatchWriter, PgReads):
             raise
         self._writer = SqliteDialect(conn)
 
-    def _drop_writer(self) -> None:
+    def _drop_writer(self, *, unlock: bool = False) -> None:
         if self._writer is not None:
             conn, self._writer = self._writer.conn, None
             try:
-                conn.close()  # which lets go of the owner lock
+                if unlock and not conn.broken:
+                    unlock_database(conn)
             except psycopg.Error:
-                pass
+                pass  # the lock goes with the session, a moment later
+            finally:
+                conn.close()
 
     def _close(self) -> None:
         self._reads.close()
-        self._drop_writer()
+        self._drop_writer(unlock=True)
 
     @property
     def healthy(self) -> bool:
@@ -225,7 +238,7 @@ async def open_postgres_store(
         max_cached_actors=max_cached_actors,
     )
     try:
-        await trio.to_thread.run_sync(store._open)
+        await trio.to_thread.run_sync(store._open, clock())
         async with trio.open_nursery() as nursery:
             await nursery.start(store._run_writer)
             try:
