@@ -12,6 +12,7 @@ does not import its driver).
 
 from ._lock import DirectoryLock as DirectoryLock
 from ._open import open_store as open_store
+from ._pg_connect import redact as redact_url
 from ._protocol import Store as Store
 from ._records import ActorRecord as ActorRecord
 from ._records import Commit as Commit
@@ -50,4 +51,5 @@ __all__ = [
     "StoredAck",
     "open_sqlite_store",
     "open_store",
+    "redact_url",
 ]

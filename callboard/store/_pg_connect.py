@@ -9,12 +9,13 @@ without the driver's error chained (its text could quote the URL).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
-
 from ..errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["connect", "redact", "scrub"]
 
@@ -76,6 +77,9 @@ def connect(url: str, *, autocommit: bool, **options: Any) -> psycopg.Connection
     COMMIT returns once its WAL is flushed, so an acknowledged write is
     durable, whatever the server's default) and bounds its statements.
     """
+    # Imported here: `redact` serves the CLI, which needs no driver for SQLite.
+    import psycopg
+
     try:
         return psycopg.connect(
             url,
