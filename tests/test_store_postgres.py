@@ -204,3 +204,37 @@ async def test_a_store_fenced_by_a_later_opener_takes_no_more_writes(pg_url, tmp
             assert "another callboard store opened the database" in str(refused.value)
             assert not first.healthy
             assert [r.seq for r in await first.pending("a", 0, 10)] == [1, 2]
+
+
+async def test_every_connection_commits_synchronously_and_bounds_its_statements(pg_url, tmp_path):
+    # Whatever the database's own default: an ack must mean the WAL is flushed.
+    database = urlsplit(pg_url).path.lstrip("/")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {database} SET synchronous_commit = off")
+        conn.execute(f"ALTER DATABASE {database} SET statement_timeout = 0")
+    with trio.fail_after(10):
+        async with open_postgres_store(pg_url, tmp_path) as store:
+            await store.enqueue([msg("a")])
+            await store.pending("a", 0, 1)
+            # Asked on the writer's own connection, between two of its batches.
+            writer = store._writer.conn
+            async with store._writer_thread:
+                shown = [
+                    writer.execute("SHOW synchronous_commit").fetchone(),
+                    writer.execute("SHOW statement_timeout").fetchone(),
+                ]
+                writer.rollback()
+            connections = await trio.to_thread.run_sync(count_connections, pg_url, database)
+    assert shown == [("on",), ("30s",)]
+    assert connections >= 2  # the writer and a reader
+
+
+def count_connections(url: str, database: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity "
+            "WHERE application_name = 'callboard' AND datname = %s",
+            (database,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
