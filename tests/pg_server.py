@@ -36,11 +36,12 @@ def _binary(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    for directory in _BIN_DIRS:
-        path = Path(directory) / name
-        if path.exists():
-            return str(path)
-    return None
+    # Debian keeps them off PATH, one directory per major version: the newest.
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob(f"*/bin/{name}"),
+        key=lambda path: int(path.parts[-3]) if path.parts[-3].isdigit() else 0,
+    )
+    return str(versions[-1]) if versions else None
 
 
 def missing() -> str | None:
