@@ -238,3 +238,25 @@ def count_connections(url: str, database: str) -> int:
         ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def test_a_user_who_may_not_create_the_tables_is_told_so_without_the_password(
+    pg_url, tmp_path
+):
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS reader_only")
+        conn.execute("CREATE ROLE reader_only LOGIN")
+    parts = urlsplit(pg_url)
+    url = f"postgresql://reader_only:hunter2-secret@{parts.hostname}:{parts.port}{parts.path}"
+    try:
+        with trio.fail_after(10), pytest.raises(StoreUnavailable) as refused:
+            async with open_postgres_store(url, tmp_path):
+                pass  # pragma: no cover
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP ROLE reader_only")
+    text = str(refused.value)
+    assert text.startswith(
+        f"cannot prepare the PostgreSQL store at {redact(url)}: permission denied for schema public"
+    )
+    assert "hunter2-secret" not in text and refused.value.__cause__ is None

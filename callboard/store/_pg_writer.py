@@ -195,10 +195,8 @@ class PgBatchWriter:
             return False
         try:
             await trio.to_thread.run_sync(self._reconnect, limiter=self._writer_thread)
-        except StoreUnavailable as exc:
-            self._stopped_by = exc
-            return False
-        except Exception as exc:  # a DataDirectoryLocked: another store holds it now
+        except Exception as exc:
+            # Unreachable still, another store holding the lock now, or `Fenced`.
             self._stopped_by = exc
             return False
         log.warning("the PostgreSQL store reconnected; writes go on")

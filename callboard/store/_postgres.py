@@ -27,6 +27,7 @@ from pathlib import Path
 import psycopg
 import trio
 
+from ..errors import StoreUnavailable
 from . import _ops_commit as commit_ops
 from . import _ops_mailbox as mailbox_ops
 from . import _retention as retention
@@ -106,6 +107,13 @@ class PostgresStore(PgBatchWriter, PgReads):
             lock_database(conn, self._where)
             prepare(conn, self._where)
             self._epoch = take_ownership(conn, self.node, now)
+        except psycopg.Error as exc:
+            conn.close()
+            # Not chained: the driver's text could quote the URL.
+            raise StoreUnavailable(
+                f"cannot prepare the PostgreSQL store at {self._where}: "
+                f"{scrub(str(exc).strip() or type(exc).__name__, self._url)}"
+            ) from None
         except BaseException:
             conn.close()
             raise
