@@ -38,6 +38,7 @@ SCHEMA_VERSION = 1
 # A 64-bit key for pg_try_advisory_lock, the same for every callboard; the
 # lock is per database. ("callboar" in ASCII.)
 _OWNER_LOCK = 0x63616C6C626F6172
+_OWNER_WAIT_MS = 3000
 
 # ``timers.id`` is a BIGSERIAL: never reused, as SQLite's AUTOINCREMENT
 # (``_pg_dialect`` names its sequence, ``timers_id_seq``). Blobs are BYTEA,
@@ -183,14 +184,23 @@ def _check_version(found: str | None, where: str) -> None:
 
 
 def lock_database(conn: psycopg.Connection[Any], where: str) -> None:
-    """Take the owner's advisory lock on ``conn``'s session, or refuse."""
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_OWNER_LOCK,)).fetchone()
-    conn.commit()
-    if not (row and row[0]):
+    """Take the owner's advisory lock on ``conn``'s session, or refuse.
+
+    Waits a few seconds for it: the server ends the session of a node that
+    was killed (and lets go of its lock) only once it notices the
+    connection is gone, and a node restarted at once must not be refused
+    for that. A live owner keeps it, and the wait ends in a refusal.
+    """
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = '{_OWNER_WAIT_MS}ms'")
+            # Session-level: it outlives this transaction, until unlocked or closed.
+            conn.execute("SELECT pg_advisory_lock(%s)", (_OWNER_LOCK,))
+    except psycopg.errors.LockNotAvailable:
         raise DataDirectoryLocked(
             f"the database at {where} is in use by another callboard store; several nodes "
             "on one PostgreSQL database are not supported yet: stop the other one first"
-        )
+        ) from None
 
 
 def unlock_database(conn: psycopg.Connection[Any]) -> None:
