@@ -136,7 +136,7 @@ async def test_a_password_in_the_url_reaches_no_error_log_or_repr(pg_url, tmp_pa
         conn.execute("DROP TABLE callboard_meta")
     async with open_postgres_store(url, tmp_path) as store:
         assert "callboard:***@" in repr(store)
-        shown = repr(store) + str(vars(store).get("_where"))
+        shown = repr(store) + repr(vars(store)) + str(vars(store))
     assert "hunter2-secret" not in str(refused.value) + shown + caplog.text
 
 

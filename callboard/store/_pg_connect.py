@@ -17,13 +17,29 @@ from ..errors import StoreUnavailable
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["connect", "redact", "scrub"]
+__all__ = ["SecretUrl", "connect", "redact", "scrub"]
 
 # Every statement is bounded: a writer that waits on a lock it cannot get
 # fails its batch (nothing accepted) rather than hold every sender forever.
 # A retention step deletes a few thousand rows at most, well inside it.
 STATEMENT_TIMEOUT_MS = 30_000
 _CONNECT_TIMEOUT_S = 10
+
+
+class SecretUrl:
+    """A URL that may hold a password: shown (`str`, `repr`, a traceback's
+    locals) only redacted; ``secret`` is for connecting and scrubbing."""
+
+    __slots__ = ("secret",)
+
+    def __init__(self, url: str) -> None:
+        self.secret = url
+
+    def __str__(self) -> str:
+        return redact(self.secret)
+
+    def __repr__(self) -> str:
+        return f"SecretUrl({redact(self.secret)!r})"
 
 
 def redact(url: str) -> str:

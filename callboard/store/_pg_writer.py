@@ -28,7 +28,7 @@ import psycopg
 import trio
 
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
-from ._pg_connect import scrub
+from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_schema import Fenced
 from ._sqlite_ops import WriterState
@@ -45,7 +45,7 @@ class PgBatchWriter:
     _clock: Callable[[], float]
     key_clock: Callable[[], float]
     on_recovered: Callable[[], None] | None
-    _url: str
+    _url: SecretUrl
     _where: str
     _max_batch: int
     _send: trio.MemorySendChannel[_Op]
@@ -104,6 +104,8 @@ class PgBatchWriter:
         assert sql is not None
         state = self._state
         try:
+            # The ops type their connection as sqlite3's; the dialect is that
+            # part of its interface (see ``_pg_dialect``).
             for op in batch:
                 op.result = op.fn(cast(Any, sql), now)
             state.flush(cast(Any, sql))
@@ -207,7 +209,7 @@ class PgBatchWriter:
         return True
 
     def _reason(self, exc: BaseException) -> str:
-        return scrub(str(exc).strip() or type(exc).__name__, self._url)
+        return scrub(str(exc).strip() or type(exc).__name__, self._url.secret)
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         return StoreUnavailable(

@@ -33,7 +33,7 @@ from . import _ops_mailbox as mailbox_ops
 from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
-from ._pg_connect import connect, redact, scrub
+from ._pg_connect import SecretUrl, connect, redact, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_reads import PgReads, ReaderPool
 from ._pg_schema import (
@@ -67,7 +67,7 @@ class PostgresStore(PgBatchWriter, PgReads):
     ) -> None:
         self.directory = directory
         self.node = node
-        self._url = url  # with its password: only ever passed to `connect`
+        self._url = SecretUrl(url)  # its password goes only to `connect` and `scrub`
         self._where = redact(url)
         self._clock = clock
         self._max_batch = max_batch
@@ -75,8 +75,8 @@ class PostgresStore(PgBatchWriter, PgReads):
         self._writer: SqliteDialect | None = None
         self._writer_thread = trio.CapacityLimiter(1)
         self._reads = ReaderPool(
-            lambda: connect(self._url, autocommit=True),
-            lambda text: scrub(text, self._url),
+            lambda: connect(self._url.secret, autocommit=True),
+            lambda text: scrub(text, self._url.secret),
             lane=self._writer_thread,
         )
         self._epoch = 0
@@ -102,7 +102,7 @@ class PostgresStore(PgBatchWriter, PgReads):
     def _open(self, now: float) -> None:
         """On a worker thread; ``now`` from the store's clock, read on the trio
         thread (a test's clock may be trio's)."""
-        conn = connect(self._url, autocommit=False)
+        conn = connect(self._url.secret, autocommit=False)
         try:
             lock_database(conn, self._where)
             prepare(conn, self._where)
@@ -112,7 +112,7 @@ class PostgresStore(PgBatchWriter, PgReads):
             # Not chained: the driver's text could quote the URL.
             raise StoreUnavailable(
                 f"cannot prepare the PostgreSQL store at {self._where}: "
-                f"{scrub(str(exc).strip() or type(exc).__name__, self._url)}"
+                f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
             ) from None
         except BaseException:
             conn.close()
@@ -122,7 +122,7 @@ class PostgresStore(PgBatchWriter, PgReads):
     def _reconnect(self) -> None:
         self._drop_writer()
         self._state.forget()
-        conn = connect(self._url, autocommit=False)
+        conn = connect(self._url.secret, autocommit=False)
         try:
             reclaim_ownership(conn, self._where, self._epoch)
         except BaseException:
