@@ -3,6 +3,9 @@ runtime relies on beyond a plain send and commit, driven directly."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import trio
 import trio.testing
 
@@ -212,3 +215,22 @@ async def test_concurrent_writes_share_one_commit_and_the_statistics_say_so(
             assert store.healthy
     assert (after.batches - before.batches, after.operations - before.operations) == (2, 21)
     assert after.largest_batch >= 20
+
+
+def test_the_embedded_store_needs_no_postgresql_driver(tmp_path):
+    # SQLite is the default: opening it, or the CLI, imports no psycopg.
+    script = (
+        "import sys, trio, callboard, callboard.cli._serve\n"
+        "async def main():\n"
+        "    async with callboard.open_runtime(sys.argv[1]):\n"
+        "        pass\n"
+        "trio.run(main)\n"
+        "print('psycopg' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"

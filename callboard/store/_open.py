@@ -8,6 +8,7 @@ asks for it, so the embedded default needs no driver installed.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Callable
@@ -41,10 +42,10 @@ def open_store(
             f"the store must be a postgresql:// URL (or none, for SQLite in the data "
             f"directory), not {scheme!r}"
         )
-    try:
-        from ._postgres import open_postgres_store
-    except ImportError as exc:  # pragma: no cover (the dev extra installs it)
+    if importlib.util.find_spec("psycopg") is None:  # pragma: no cover (dev installs it)
         raise StoreUnavailable(
-            f"the PostgreSQL store needs psycopg: pip install 'callboard[postgres]' ({exc})"
-        ) from None
+            "the PostgreSQL store needs its driver, psycopg: pip install 'callboard[postgres]'"
+        )
+    from ._postgres import open_postgres_store
+
     return open_postgres_store(url, directory, node=node, clock=clock, queue_size=queue_size)
