@@ -135,6 +135,22 @@ def read_rows(
         return [tuple(row) for row in pg.execute(sql.replace("?", "%s"), args).fetchall()]
 
 
+def write_rows(data: Path, store_url: str | None, sql: str, args: tuple[object, ...] = ()) -> None:
+    """Run one write (``?`` placeholders) on the store from another connection,
+    with no runtime on it (a test making the database say something else)."""
+    if store_url is None:
+        conn = sqlite3.connect(data / "callboard.sqlite3", isolation_level=None)
+        try:
+            conn.execute(sql, args)
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as pg:
+        pg.execute(sql.replace("?", "%s"), args)
+
+
 async def all_blocked(store: object) -> None:
     """`trio.testing.wait_all_tasks_blocked`, and no work of ``store`` on a worker
     thread: to trio a task waiting for its thread is blocked, so with the

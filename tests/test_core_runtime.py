@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 from core_kinds import Counter
+from store_backends import write_rows
 
 import callboard
 
@@ -209,18 +210,15 @@ class StrictCounter(callboard.Actor):
 
 
 async def test_a_snapshot_that_does_not_structure_fails_the_actor_with_a_message_naming_it(
-    tmp_path,
+    store_url, tmp_path
 ):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             ack = await rt.send("counter/a", "add", {"id": "m1"})
             await rt.wait_handled("counter/a", ack.seq)
         # The same data directory, now with a state class the snapshot does not fit.
-        db = sqlite3.connect(tmp_path / "callboard.sqlite3")
-        db.execute('UPDATE actors SET state = \'{"count": "many"}\'')
-        db.commit()
-        db.close()
-        async with callboard.open_runtime(tmp_path, kinds=[StrictCounter]) as rt:
+        write_rows(tmp_path, store_url, "UPDATE actors SET state = ?", (b'{"count": "many"}',))
+        async with callboard.open_runtime(tmp_path, kinds=[StrictCounter], store=store_url) as rt:
             kept = await rt.send("counter/a", "add", {"id": "m2"})
             async with rt.subscribe("counter/a", after=0) as events:
                 async for event in events:
