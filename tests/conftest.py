@@ -80,9 +80,13 @@ def pg_server() -> Iterator[PgServer]:
 
 
 @pytest.fixture
-def pg_url(pg_server: PgServer) -> str:
-    """A new empty database of the session's server."""
-    return pg_server.new_database()
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A new empty database of the session's server, dropped after the test
+    with every other database the test made."""
+    try:
+        yield pg_server.new_database()
+    finally:
+        pg_server.drop_databases()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -85,6 +85,7 @@ class PgServer:
         self.port = _free_port()
         self._as_postgres = os.geteuid() == 0
         self._names = itertools.count(1)
+        self._made: list[str] = []
 
     def _run(self, *argv: str) -> None:
         prefix = ["runuser", "-u", "postgres", "--"] if self._as_postgres else []
@@ -100,7 +101,9 @@ class PgServer:
         assert initdb is not None and pg_ctl is not None
         self._run(initdb, "-D", str(self.data), "-A", "trust", "-U", _USER, "-E", "UTF8")
         # fsync stays on: the store's durability is what the suite checks.
-        options = f"-k {self._root} -c listen_addresses=127.0.0.1 -p {self.port}"
+        # Autovacuum is off: the databases live for one test each, and its
+        # workers visiting hundreds of them would take CPU from later tests.
+        options = f"-k {self._root} -c listen_addresses=127.0.0.1 -p {self.port} -c autovacuum=off"
         self._pg_ctl = pg_ctl
         self._run(pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self._root / "log"),
                   "-w", "start")  # fmt: skip
@@ -122,7 +125,14 @@ class PgServer:
             conn.execute(statement)
 
     def new_database(self) -> str:
-        """The URL of a new empty database of this server."""
+        """The URL of a new empty database of this server (`drop_databases` ends it)."""
         name = f"t{os.getpid()}_{next(self._names)}"
         self._admin(f"CREATE DATABASE {name} TEMPLATE {_TEMPLATE}")
+        self._made.append(name)
         return self.url(name)
+
+    def drop_databases(self) -> None:
+        """Drop the databases made since the last call (a test's), and any
+        connection still open to them (a killed child's, say)."""
+        while self._made:
+            self._admin(f"DROP DATABASE IF EXISTS {self._made.pop()} WITH (FORCE)")

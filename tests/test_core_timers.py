@@ -217,8 +217,13 @@ async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_
     script: list[Set | Cancel | Jump | Restart],
 ) -> None:
     data: Path = tmp_path_factory.mktemp("timers")
-    # A new store for each example (the session's server is shared by all).
-    store_url = None if backend == "sqlite" else request.getfixturevalue("pg_server").new_database()
+    # A new store for each example (the session's server is shared by all),
+    # the previous example's dropped.
+    store_url = None
+    if backend == "postgresql":
+        server = request.getfixturevalue("pg_server")
+        server.drop_databases()
+        store_url = server.new_database()
     clock = JumpingClock()
     expected = Expected(clock.now)
     timers = itertools.count(1)
