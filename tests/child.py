@@ -39,11 +39,17 @@ class Child:
         self.lines: list[str] = []
 
     @classmethod
-    async def start(cls, args: Sequence[str], *, script: Path = CHILD) -> Child:
+    async def start(
+        cls, args: Sequence[str], *, script: Path = CHILD, store: str | None = None
+    ) -> Child:
+        """``store``: the PostgreSQL URL the child's runtime uses (None: SQLite)."""
+        env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TEST_STORE"}
+        if store is not None:
+            env["CALLBOARD_TEST_STORE"] = store
         process = await trio.lowlevel.open_process(
             [sys.executable, str(script), *args],
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**env, "PYTHONUNBUFFERED": "1"},
         )
         return cls(process)
 

@@ -1,14 +1,18 @@
 """Shared test set-up: unwrap trio's single-error groups so failures read plainly,
-the test gateways' token in the environment, and the directories most agent
-tests need."""
+the test gateways' token in the environment, the directories most agent
+tests need, and the stores the core suite runs on (SQLite, and PostgreSQL on
+a server the session starts: ``pg_server``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from credentials import TEST_TOKEN
+from pg_server import PgServer, skip_or_fail_without_postgres
 from shell_helpers import JOBS_DIR
+from store_backends import Backend, PostgresBackend, SqliteBackend
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +65,44 @@ def data(tmp_path: Path) -> Path:
 def settings(tmp_path: Path) -> dict[str, str]:
     """Job files under the test's directory, where the leak guard looks for them."""
     return {"jobs_dir": str(tmp_path / JOBS_DIR)}
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the session, started here and stopped at its end."""
+    skip_or_fail_without_postgres()
+    server = PgServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A new empty database of the session's server, dropped after the test
+    with every other database the test made."""
+    try:
+        yield pg_server.new_database()
+    finally:
+        pg_server.drop_databases()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The ``store=`` a test opens its runtime with: None (SQLite in the data
+    directory) or the URL of a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def store_backend(request: pytest.FixtureRequest, store_url: str | None) -> Backend:
+    """The parametrized store, as the store tests drive it (see ``store_backends``)."""
+    if store_url is None:
+        return SqliteBackend()
+    server: PgServer = request.getfixturevalue("pg_server")
+    return PostgresBackend(store_url, server.new_database)

@@ -6,10 +6,14 @@ Modes:
   drain DATA                      open the runtime (recovering), wait until
                                   every actor handled its mailbox, print "idle"
   poison DATA                     send "die" then "ok" to brittle/p, then drain
+
+The store is SQLite in DATA, or the PostgreSQL database named by
+``CALLBOARD_TEST_STORE`` (`Child.start`'s ``store``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,10 +26,11 @@ import core_kinds
 import callboard
 
 KINDS = [core_kinds.Counter, core_kinds.Brittle]
+STORE = os.environ.get("CALLBOARD_TEST_STORE") or None
 
 
 async def send(data: str, cycle: str, senders: int, actors: int) -> None:
-    async with callboard.open_runtime(data, kinds=KINDS) as rt:
+    async with callboard.open_runtime(data, kinds=KINDS, store=STORE) as rt:
 
         async def sender(i: int) -> None:
             n = 0
@@ -50,13 +55,13 @@ async def drain(rt: callboard.Runtime) -> None:
 
 
 async def drain_only(data: str) -> None:
-    async with callboard.open_runtime(data, kinds=KINDS) as rt:
+    async with callboard.open_runtime(data, kinds=KINDS, store=STORE) as rt:
         await drain(rt)
         print("idle", flush=True)
 
 
 async def poison(data: str) -> None:
-    async with callboard.open_runtime(data, kinds=KINDS) as rt:
+    async with callboard.open_runtime(data, kinds=KINDS, store=STORE) as rt:
         await rt.send("brittle/p", "die", {"n": 1}, key="die-1")
         await rt.send("brittle/p", "ok", {"n": 2}, key="ok-2")
         await drain(rt)

@@ -23,9 +23,10 @@ LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:\d+/v1) with data in (
 
 
 def serve_env(**extra: str) -> dict[str, str]:
-    """The test's environment without its token: the server makes its own. The
+    """The test's environment without its token (the server makes its own) or a
+    store (SQLite in the data directory, unless the test names one). The
     tests' directory joins ``PYTHONPATH`` (which may name the callboard to test)."""
-    env = {k: v for k, v in os.environ.items() if k != "CALLBOARD_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CALLBOARD_TOKEN", "CALLBOARD_STORE")}
     path = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
     return {**env, "PYTHONPATH": path, **extra}
 

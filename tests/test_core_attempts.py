@@ -47,13 +47,15 @@ def _config(batch_max: int) -> callboard.RuntimeConfig:
     return callboard.RuntimeConfig(batch_max=batch_max)
 
 
-async def test_a_message_stored_in_this_life_is_a_first_attempt_after_a_restart(tmp_path):
+async def test_a_message_stored_in_this_life_is_a_first_attempt_after_a_restart(
+    store_url, tmp_path
+):
     data = tmp_path / "data"
     with trio.fail_after(30):
-        async with callboard.open_runtime(data, kinds=[Once]) as rt:
+        async with callboard.open_runtime(data, kinds=[Once], store=store_url) as rt:
             ack = await rt.send("once/a", "add", {"n": 1})
             await rt.wait_handled("once/a", ack.seq)
-        async with callboard.open_runtime(data, kinds=[Once]) as rt:
+        async with callboard.open_runtime(data, kinds=[Once], store=store_url) as rt:
             ack = await rt.send("once/a", "add", {"n": 2})
             await rt.wait_handled("once/a", ack.seq)
             view = await rt.inspect("once/a")
@@ -61,11 +63,13 @@ async def test_a_message_stored_in_this_life_is_a_first_attempt_after_a_restart(
     assert view.state["attempts"] == [[1, 1], [2, 1]]
 
 
-async def test_a_life_that_ends_mid_batch_counts_only_the_batch_window(tmp_path):
+async def test_a_life_that_ends_mid_batch_counts_only_the_batch_window(store_url, tmp_path):
     data = tmp_path / "data"
     Once.held = trio.Event()
     with trio.fail_after(30):
-        async with callboard.open_runtime(data, kinds=[Once], config=_config(2)) as rt:
+        async with callboard.open_runtime(
+            data, kinds=[Once], config=_config(2), store=store_url
+        ) as rt:
             await rt.send("once/a", "hold", {"n": 1})
             await Once.held.wait()
             for n in range(2, 6):
@@ -74,7 +78,9 @@ async def test_a_life_that_ends_mid_batch_counts_only_the_batch_window(tmp_path)
         # either may have been running when the life ended, so each counts as
         # attempted once, and with max_attempts=1 goes to the dead letters.
         # The three further on cannot have started: each is a first attempt.
-        async with callboard.open_runtime(data, kinds=[Once], config=_config(2)) as rt:
+        async with callboard.open_runtime(
+            data, kinds=[Once], config=_config(2), store=store_url
+        ) as rt:
             await rt.wait_handled("once/a", 5)
             view = await rt.inspect("once/a")
             dead = await rt.dead_letters("once/a")
@@ -85,14 +91,14 @@ async def test_a_life_that_ends_mid_batch_counts_only_the_batch_window(tmp_path)
     assert view.state["attempts"] == [[3, 1], [4, 1], [5, 1]]
 
 
-async def test_a_crashed_batch_counts_an_attempt_for_every_message_in_it(tmp_path):
+async def test_a_crashed_batch_counts_an_attempt_for_every_message_in_it(store_url, tmp_path):
     # Handled in one batch, a crash cannot tell which message caused it: each
     # has had its one attempt (as if the batch had been marked before it
     # started), and none runs again.
     data = tmp_path / "data"
     Once.held, Once.gate = trio.Event(), trio.Event()
     with trio.fail_after(30):
-        async with callboard.open_runtime(data, kinds=[Once]) as rt:
+        async with callboard.open_runtime(data, kinds=[Once], store=store_url) as rt:
             await rt.send("once/b", "wait", {"n": 0})
             await Once.held.wait()
             for n, type_ in ((1, "add"), (2, "boom"), (3, "add")):

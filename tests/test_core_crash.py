@@ -15,8 +15,10 @@ ACK = re.compile(r"^ack (\S+) (\d+) (\d+)$")
 SENDERS, ACTORS = 8, 5
 
 
-async def _kill_after_random_acks(data: str, cycle: str, acks: int) -> dict[str, dict[int, int]]:
-    child = await Child.start(["send", data, cycle, str(SENDERS), str(ACTORS)])
+async def _kill_after_random_acks(
+    data: str, cycle: str, acks: int, store: str | None
+) -> dict[str, dict[int, int]]:
+    child = await Child.start(["send", data, cycle, str(SENDERS), str(ACTORS)], store=store)
     try:
         await child.wait_for_line("ready")
         seen = 0
@@ -32,7 +34,7 @@ async def _kill_after_random_acks(data: str, cycle: str, acks: int) -> dict[str,
 
 
 async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactly_once(
-    tmp_path, request
+    tmp_path, request, store_url
 ):
     cycles = 150 if request.config.getoption("--longrun") else 4
     rng = random.Random()
@@ -40,8 +42,10 @@ async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactl
     acked: dict[str, dict[int, int]] = {}
     with trio.fail_after(60 + cycles * 10):
         for cycle in range(cycles):
-            acked.update(await _kill_after_random_acks(data, f"c{cycle}", rng.randint(1, 400)))
-        async with callboard.open_runtime(data, kinds=[Counter, Brittle]) as rt:
+            acked.update(
+                await _kill_after_random_acks(data, f"c{cycle}", rng.randint(1, 400), store_url)
+            )
+        async with callboard.open_runtime(data, kinds=[Counter, Brittle], store=store_url) as rt:
             applied: dict[str, list[str]] = {}
             for n in range(ACTORS):
                 address = f"counter/a{n}"
@@ -71,16 +75,18 @@ async def test_every_acknowledged_message_survives_sigkill_and_is_applied_exactl
     print(f"SIGKILL at random: {cycles} kills, {told} acked, 0 lost, 0 applied twice")
 
 
-async def test_a_message_that_kills_the_process_is_dead_lettered_after_three_deaths(tmp_path):
+async def test_a_message_that_kills_the_process_is_dead_lettered_after_three_deaths(
+    tmp_path, store_url
+):
     data = str(tmp_path / "data")
     deaths = 0
     with trio.fail_after(60):
-        child = await Child.start(["poison", data])
+        child = await Child.start(["poison", data], store=store_url)
         while await child.wait() == 17:
             deaths += 1
-            child = await Child.start(["drain", data])
+            child = await Child.start(["drain", data], store=store_url)
         assert child.process.returncode == 0 and child.lines[-1] == "idle"
-        async with callboard.open_runtime(data, kinds=[Counter, Brittle]) as rt:
+        async with callboard.open_runtime(data, kinds=[Counter, Brittle], store=store_url) as rt:
             [dead] = await rt.dead_letters("brittle/p")
             view = await rt.inspect("brittle/p")
     assert deaths == 3

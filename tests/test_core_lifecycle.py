@@ -8,6 +8,7 @@ import trio
 import trio.testing
 from child import Child
 from core_kinds import Alarm, Brittle, Counter
+from store_backends import all_blocked
 
 import callboard
 
@@ -46,10 +47,14 @@ class FakeWallClock:
         return self.now
 
 
-async def test_an_idle_actor_is_passivated_and_the_next_message_brings_back_its_state(tmp_path):
+async def test_an_idle_actor_is_passivated_and_the_next_message_brings_back_its_state(
+    store_url, tmp_path
+):
     config = callboard.RuntimeConfig(passivate_after=0.01)
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
             async with rt.subscribe("counter/c", after=0) as events:
                 await rt.send("counter/c", "add", {"n": 5, "id": "m1"})
                 async for event in events:
@@ -68,13 +73,15 @@ async def test_an_idle_actor_is_passivated_and_the_next_message_brings_back_its_
     assert event.data == {"total": 6, "id": "m2"}
 
 
-async def test_more_idle_actors_than_passivating_at_once_all_passivate(tmp_path):
+async def test_more_idle_actors_than_passivating_at_once_all_passivate(store_url, tmp_path):
     # Passivations are bounded in number at a time; the rest wait their turn.
     config = callboard.RuntimeConfig(passivate_after=0.01, passivating_at_once=16)
     addresses = [f"counter/p{n:03}" for n in range(200)]
     passivated: set[str] = set()
     with trio.fail_after(60):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
             async with rt.subscribe("counter/*", buffer=10_000) as events:
                 for address in addresses:
                     await rt.send(address, "add", {"n": 1, "id": address})
@@ -106,10 +113,14 @@ class _HeldSlots:
         self._slots.release()
 
 
-async def test_a_message_for_an_actor_waiting_its_turn_to_passivate_is_handled_at_once(tmp_path):
+async def test_a_message_for_an_actor_waiting_its_turn_to_passivate_is_handled_at_once(
+    store_url, tmp_path
+):
     config = callboard.RuntimeConfig(passivate_after=0.01, passivating_at_once=1)
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
             slots = rt._cells.passivation_slots = _HeldSlots()
             first = await rt.send("counter/w", "add", {"n": 1, "id": "m1"})
             await rt.wait_handled("counter/w", first.seq)
@@ -124,11 +135,14 @@ async def test_a_message_for_an_actor_waiting_its_turn_to_passivate_is_handled_a
 
 
 async def test_a_restart_activates_only_actors_with_unhandled_messages_due_timers_or_work(
+    store_url,
     tmp_path,
 ):
     clock = FakeWallClock()
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, clock=clock, store=store_url
+        ) as rt:
             await rt.wait_handled(
                 "counter/done", (await rt.send("counter/done", "add", {"id": "x"})).seq
             )
@@ -142,7 +156,9 @@ async def test_a_restart_activates_only_actors_with_unhandled_messages_due_timer
                 (await rt.send("alarm/later", "set", {"delay": 7200, "label": "b"})).seq,
             )
         clock.now += 120
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, clock=clock, store=store_url
+        ) as rt:
             active = sorted(i.actor for i in await rt.list(status="active"))
     assert active == ["alarm/due", "busy/working", "held/pending"]
 
@@ -167,22 +183,28 @@ async def test_a_second_runtime_on_a_live_data_directory_is_refused_until_the_ow
     )
 
 
-async def test_a_timer_that_fell_due_while_no_runtime_ran_fires_on_the_next_start(tmp_path):
+async def test_a_timer_that_fell_due_while_no_runtime_ran_fires_on_the_next_start(
+    store_url, tmp_path
+):
     clock = FakeWallClock()
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, clock=clock, store=store_url
+        ) as rt:
             ack = await rt.send("alarm/a", "set", {"delay": 3600, "label": "wake"})
             await rt.wait_handled("alarm/a", ack.seq)
         clock.now += 7200
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, clock=clock, store=store_url
+        ) as rt:
             await rt.wait_handled("alarm/a", ack.seq + 1)
             view = await rt.inspect("alarm/a")
     assert view.state == {"rang": ["wake"]}
 
 
-async def test_a_timer_fires_while_the_runtime_runs(tmp_path):
+async def test_a_timer_fires_while_the_runtime_runs(store_url, tmp_path):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             async with rt.subscribe("alarm/b") as events:
                 await rt.send("alarm/b", "set", {"delay": 0.01, "label": "soon"})
                 async for event in events:
@@ -191,13 +213,15 @@ async def test_a_timer_fires_while_the_runtime_runs(tmp_path):
     assert event.data == {"label": "soon"}
 
 
-async def test_subscribe_after_replays_stored_events_then_live_ones_across_a_restart(tmp_path):
+async def test_subscribe_after_replays_stored_events_then_live_ones_across_a_restart(
+    store_url, tmp_path
+):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             for n in range(3):
                 await rt.send("counter/e", "add", {"id": f"m{n}"})
             await rt.wait_handled("counter/e", 3)
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             got = []
             async with rt.subscribe("counter/e", after=2) as events:
                 await rt.send("counter/e", "add", {"id": "m3"})
@@ -213,9 +237,11 @@ async def test_subscribe_after_replays_stored_events_then_live_ones_across_a_res
     ]
 
 
-async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the_store(tmp_path):
+async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the_store(
+    store_url, tmp_path
+):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             async with rt.subscribe("counter/l", after=0, buffer=2) as events:
                 for n in range(20):
                     await rt.send("counter/l", "add", {"id": f"m{n}"})
@@ -263,19 +289,21 @@ class CounterV2(callboard.Actor):
         self.state.ids.append(message.body["id"])
 
 
-async def test_a_snapshot_from_an_older_state_class_loads_into_the_new_one(tmp_path):
+async def test_a_snapshot_from_an_older_state_class_loads_into_the_new_one(store_url, tmp_path):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             await rt.wait_handled(
                 "counter/v", (await rt.send("counter/v", "add", {"n": 4, "id": "a"})).seq
             )
-        async with callboard.open_runtime(tmp_path, kinds=[CounterV2]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[CounterV2], store=store_url) as rt:
             await rt.wait_handled("counter/v", (await rt.send("counter/v", "add", {"id": "b"})).seq)
             view = await rt.inspect("counter/v")
     assert view.state == {"total": 5, "ids": ["a", "b"], "note": "new field"}
 
 
-async def test_closing_the_runtime_ends_waits_and_subscriptions_with_runtime_closed(tmp_path):
+async def test_closing_the_runtime_ends_waits_and_subscriptions_with_runtime_closed(
+    store_url, tmp_path
+):
     outcomes: list[str] = []
 
     async def wait_for_never(rt) -> None:
@@ -294,11 +322,11 @@ async def test_closing_the_runtime_ends_waits_and_subscriptions_with_runtime_clo
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
                 await rt.send("held/h", "work")
                 nursery.start_soon(wait_for_never, rt)
                 nursery.start_soon(read_events, rt)
-                await trio.testing.wait_all_tasks_blocked()
+                await all_blocked(rt._store)
     assert sorted(outcomes) == [
         "subscription: the runtime closed; the subscription to 'held/h' ended",
         "wait: the runtime closed before held/h handled message 2",

@@ -52,33 +52,39 @@ async def _stored_events(rt: callboard.Runtime, address: str) -> list[callboard.
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 254])
-async def test_a_body_nested_deeper_than_the_limit_is_refused_by_send_naming_it(tmp_path, depth):
+async def test_a_body_nested_deeper_than_the_limit_is_refused_by_send_naming_it(
+    store_url, tmp_path, depth
+):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             with pytest.raises(callboard.BadMessage) as refused:
                 await rt.send("echo/e", "echo", nest(depth))
             assert await rt.list() == []
     assert str(refused.value) == f"the body of 'echo' to 'echo/e' {DEPTH_REFUSED}"
 
 
-async def test_a_spec_nested_deeper_than_the_limit_is_refused_by_spawn_naming_it(tmp_path):
+async def test_a_spec_nested_deeper_than_the_limit_is_refused_by_spawn_naming_it(
+    store_url, tmp_path
+):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             with pytest.raises(callboard.BadMessage) as refused:
                 await rt.spawn("echo", {"deep": nest(MAX_DEPTH)}, "e1")
             assert await rt.list() == []
     assert str(refused.value) == f"the spec for 'echo/e1' {DEPTH_REFUSED}"
 
 
-async def test_the_deepest_body_allowed_goes_through_send_handling_emit_and_replay(tmp_path):
+async def test_the_deepest_body_allowed_goes_through_send_handling_emit_and_replay(
+    store_url, tmp_path
+):
     deepest = nest(MAX_DEPTH)
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             async with rt.subscribe("echo/e") as live:
                 ack = await rt.send("echo/e", "echo", deepest)
                 await rt.wait_handled("echo/e", ack.seq)
                 heard = [event async for event in _until(live, "echoed")]
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as reopened:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as reopened:
             replayed = await _stored_events(reopened, "echo/e")
     assert [(e.seq, e.type) for e in heard] == [(1, "actor.started"), (2, "echoed")]
     assert heard[-1].data == deepest
@@ -94,10 +100,11 @@ async def _until(subscription: callboard.runtime.Subscription, type: str) -> Any
 
 
 async def test_event_data_deeper_than_the_limit_is_refused_by_emit_and_the_message_set_aside(
+    store_url,
     tmp_path,
 ):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             ack = await rt.send("echo/e", "dig", {"depth": MAX_DEPTH + 1})
             await rt.wait_handled("echo/e", ack.seq)
             [dead] = await rt.dead_letters("echo/e")
@@ -142,27 +149,29 @@ async def test_event_data_deeper_than_the_limit_is_refused_by_emit_and_the_messa
     ],
 )  # fmt: skip
 async def test_a_type_key_or_address_with_a_control_character_or_too_long_is_refused_by_send(
-    tmp_path, to, type, key, error, message
+    store_url, tmp_path, to, type, key, error, message
 ):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             with pytest.raises(error) as refused:
                 await rt.send(to, type, {}, key=key)
             assert await rt.list() == []
     assert str(refused.value) == message
 
 
-async def test_a_type_and_a_key_at_their_limits_are_taken(tmp_path):
+async def test_a_type_and_a_key_at_their_limits_are_taken(store_url, tmp_path):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             first = await rt.send("echo/e", "t" * 128, {}, key="k" * 256)
             again = await rt.send("echo/e", "t" * 128, {}, key="k" * 256)
     assert (first, again) == (callboard.Ack(1), callboard.Ack(1, duplicate=True))
 
 
-async def test_an_integer_outside_64_bits_is_refused_by_send_naming_where_it_is(tmp_path):
+async def test_an_integer_outside_64_bits_is_refused_by_send_naming_where_it_is(
+    store_url, tmp_path
+):
     with trio.fail_after(5):
-        async with callboard.open_runtime(tmp_path, kinds=[Echo]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Echo], store=store_url) as rt:
             with pytest.raises(callboard.BadMessage) as refused:
                 await rt.send("echo/e", "echo", {"n": [2**64 - 1, 2**64]})
             assert await rt.list() == []

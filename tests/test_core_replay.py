@@ -39,12 +39,16 @@ async def emit(rt: callboard.Runtime, messages: int, n: int, size: int = 0) -> i
     return await rt.head("blob/b")
 
 
-async def test_a_replay_of_many_big_events_yields_them_all_in_order_one_page_in_memory(tmp_path):
+async def test_a_replay_of_many_big_events_yields_them_all_in_order_one_page_in_memory(
+    store_url, tmp_path
+):
     config = callboard.RuntimeConfig(replay_page_bytes=4 * PAD + 4096)  # four events to a page
     seqs: list[int] = []
     held: list[tuple[int, int]] = []
     with trio.fail_after(30):
-        async with callboard.open_runtime(tmp_path / "data", kinds=[Blob], config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path / "data", kinds=[Blob], config=config, store=store_url
+        ) as rt:
             head = await emit(rt, 8, 12, PAD)
             send, receive = trio.open_memory_channel[callboard.Event](1)
 
@@ -69,12 +73,15 @@ async def test_a_replay_of_many_big_events_yields_them_all_in_order_one_page_in_
 
 
 async def test_live_events_that_overflow_the_buffer_during_a_replay_are_read_from_the_store(
+    store_url,
     tmp_path,
 ):
     config = callboard.RuntimeConfig(replay_page=5)
     seqs: list[int] = []
     with trio.fail_after(30):
-        async with callboard.open_runtime(tmp_path / "data", kinds=[Blob], config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path / "data", kinds=[Blob], config=config, store=store_url
+        ) as rt:
             head = await emit(rt, 1, 19)
             async with rt.subscribe("blob/b", after=0, buffer=2, on_lag="raise") as events:
                 seqs.append((await events.__anext__()).seq)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from store_backends import all_blocked, read_rows
 
 import callboard
 from callboard.codec import loads
@@ -72,27 +73,27 @@ def database(data: Path) -> closing[sqlite3.Connection]:
     return closing(sqlite3.connect(data / "callboard.sqlite3", isolation_level=None))
 
 
-def held(data: Path, address: str) -> dict[str, int]:
+def held(data: Path, address: str, store_url: str | None) -> dict[str, int]:
     """How many rows of each table ``address`` still has (read from another connection)."""
-    with database(data) as conn:
-        return {
-            table: conn.execute(
-                f"SELECT COUNT(*) FROM {table} WHERE address = ?", (address,)
-            ).fetchone()[0]
-            for table in ("actors", "events", "logs", "mailbox", "keys", "timers")
-        }
+    return {
+        table: read_rows(
+            data, store_url, f"SELECT COUNT(*) FROM {table} WHERE address = ?", (address,)
+        )[0][0]
+        for table in ("actors", "events", "logs", "mailbox", "keys", "timers")
+    }
 
 
-def event_seqs(data: Path, address: str) -> list[int]:
-    with database(data) as conn:
-        rows = conn.execute("SELECT seq FROM events WHERE address = ? ORDER BY seq", (address,))
-        return [row[0] for row in rows]
+def event_seqs(data: Path, address: str, store_url: str | None) -> list[int]:
+    rows = read_rows(
+        data, store_url, "SELECT seq FROM events WHERE address = ? ORDER BY seq", (address,)
+    )
+    return [row[0] for row in rows]
 
 
-async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(data):
+async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(store_url, data):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5)
+            data, kinds=[Diary], config=quiet(event_retention=5), store=store_url
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -103,14 +104,16 @@ async def test_events_beyond_the_count_kept_are_pruned_and_events_from_advances(
     # actor.started and 12 written: the newest 5 stay.
     assert (done.events, again.events) == (8, 0)
     assert (record.events_from, record.event_head) == (9, 13)
-    assert event_seqs(data, "diary/d") == [9, 10, 11, 12, 13]
+    assert event_seqs(data, "diary/d", store_url) == [9, 10, 11, 12, 13]
     assert log == [{"n": n} for n in range(12)]  # the conversation of a live actor is never pruned
 
 
-async def test_subscribing_after_a_pruned_seq_raises_pruned_naming_the_first_seq_held(data):
+async def test_subscribing_after_a_pruned_seq_raises_pruned_naming_the_first_seq_held(
+    store_url, data
+):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5)
+            data, kinds=[Diary], config=quiet(event_retention=5), store=store_url
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -135,10 +138,12 @@ async def test_subscribing_after_a_pruned_seq_raises_pruned_naming_the_first_seq
     assert seqs == [9, 10, 11, 12, 13]
 
 
-async def test_a_replay_that_retention_overtakes_raises_pruned_rather_than_skip_events(data):
+async def test_a_replay_that_retention_overtakes_raises_pruned_rather_than_skip_events(
+    store_url, data
+):
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(event_retention=5)
+            data, kinds=[Diary], config=quiet(event_retention=5), store=store_url
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
@@ -154,22 +159,22 @@ async def test_a_replay_that_retention_overtakes_raises_pruned_rather_than_skip_
 
 
 async def test_a_stopped_actor_past_its_retention_is_gone_and_a_live_conversation_stays(
-    data, mock_clock
+    store_url, data, mock_clock
 ):
     mock_clock.rate = 1.0
     config = quiet(event_retention=2, stopped_retention=30 * DAY)
     with trio.fail_after(20 + 31 * DAY):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock
+            data, kinds=[Diary], config=config, clock=wall_clock, store=store_url
         ) as rt:
             for address in ("diary/live", "diary/gone"):
                 for n in range(3):
                     await tell(rt, address, "write", {"n": n}, key=f"{address}:{n}")
             await tell(rt, "diary/gone", "end")
-            before = held(data, "diary/gone")
+            before = held(data, "diary/gone", store_url)
             mock_clock.jump(30 * DAY - 1)
             early = await rt.retention.run_pass()
-            within = held(data, "diary/gone")
+            within = held(data, "diary/gone", store_url)
             mock_clock.jump(2)
             done = await rt.retention.run_pass()
             live = await conversation(rt, "diary/live")
@@ -181,19 +186,19 @@ async def test_a_stopped_actor_past_its_retention_is_gone_and_a_live_conversatio
     assert (early.actors, within) == (0, {**before, "events": 2})
     assert (done.actors, done.events, done.rows) == (1, 2, 3 + 3 + 1)
     assert gone is None
-    assert held(data, "diary/live") == {
+    assert held(data, "diary/live", store_url) == {
         "actors": 1, "events": 2, "logs": 3, "mailbox": 0, "keys": 3, "timers": 1,
     }  # fmt: skip
     assert live == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert ack == callboard.Ack(1, False)
 
 
-async def test_dead_letters_expire_after_their_retention(data, mock_clock):
+async def test_dead_letters_expire_after_their_retention(store_url, data, mock_clock):
     mock_clock.rate = 1.0
     config = quiet(dead_letter_retention=30 * DAY, stopped_retention=None)
     with trio.fail_after(20 + 32 * DAY):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock
+            data, kinds=[Diary], config=config, clock=wall_clock, store=store_url
         ) as rt:
             await tell(rt, "diary/closed", "end")
             # Sent to an actor that takes no more messages: to the dead letters.
@@ -213,14 +218,14 @@ async def test_dead_letters_expire_after_their_retention(data, mock_clock):
 
 
 async def test_ages_go_by_the_steady_clock_so_a_wall_clock_jump_alone_prunes_nothing(
-    data, mock_clock
+    store_url, data, mock_clock
 ):
     mock_clock.rate = 1.0
     wall = [START]
     config = quiet(event_retention=None, event_max_age=3600.0)
     with trio.fail_after(20 + 2 * 3600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=lambda: wall[0]
+            data, kinds=[Diary], config=config, clock=lambda: wall[0], store=store_url
         ) as rt:
             await tell(rt, "diary/d", "write", {"n": 0})
             wall[0] += 2 * 3600
@@ -233,17 +238,17 @@ async def test_ages_go_by_the_steady_clock_so_a_wall_clock_jump_alone_prunes_not
     # actor.started and the first write are two hours old; the second is new.
     assert aged.events == 2
     assert record.events_from == 3
-    assert event_seqs(data, "diary/d") == [3]
+    assert event_seqs(data, "diary/d", store_url) == [3]
 
 
 async def test_events_older_than_the_max_age_go_from_the_oldest_up_to_the_first_younger(
-    data, mock_clock
+    store_url, data, mock_clock
 ):
     mock_clock.rate = 1.0
     config = quiet(event_retention=None, event_max_age=3600.0)
     with trio.fail_after(20 + 3 * 3600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock
+            data, kinds=[Diary], config=config, clock=wall_clock, store=store_url
         ) as rt:
             for address in ("diary/a", "diary/b"):
                 await tell(rt, address, "write", {"n": 0})
@@ -252,12 +257,17 @@ async def test_events_older_than_the_max_age_go_from_the_oldest_up_to_the_first_
             mock_clock.jump(1800)
             done = await rt.retention.run_pass()
     assert done.events == 2 + 2
-    assert (event_seqs(data, "diary/a"), event_seqs(data, "diary/b")) == ([3], [])
+    assert (event_seqs(data, "diary/a", store_url), event_seqs(data, "diary/b", store_url)) == (
+        [3],
+        [],
+    )
 
 
-async def test_one_retention_write_deletes_at_most_its_batch_of_rows(data):
+async def test_one_retention_write_deletes_at_most_its_batch_of_rows(store_url, data):
     with trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=[Diary], config=quiet()) as rt:
+        async with callboard.open_runtime(
+            data, kinds=[Diary], config=quiet(), store=store_url
+        ) as rt:
             await tell(rt, "diary/d", "burst", {"n": 300, "size": 10})
             policy = RetentionPolicy(keep_events=10, batch=100)
             steps = [await rt._store.retain(policy, RetentionStep())]
@@ -271,9 +281,13 @@ async def test_one_retention_write_deletes_at_most_its_batch_of_rows(data):
     assert (record.events_from, record.event_head) == (292, 301)
 
 
-async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row_last(data):
+async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row_last(
+    store_url, data
+):
     with trio.fail_after(20):
-        async with callboard.open_runtime(data, kinds=[Diary], config=quiet()) as rt:
+        async with callboard.open_runtime(
+            data, kinds=[Diary], config=quiet(), store=store_url
+        ) as rt:
             for n in range(3):
                 await tell(rt, "diary/gone", "write", {"n": n}, key=f"k{n}")
             await tell(rt, "diary/gone", "end")
@@ -281,7 +295,7 @@ async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row
             policy = RetentionPolicy(stopped_before=rt.wall_time() + 1, batch=4)
             steps = [await rt._store.retain(policy, RetentionStep())]
             while not steps[-1].done:
-                held_now = held(data, "diary/gone")
+                held_now = held(data, "diary/gone", store_url)
                 assert held_now["actors"] == 1, "the row goes last"
                 steps.append(await rt._store.retain(policy, steps[-1]))
     # 5 events, 3 log items, 3 keys, 1 timer, then the row: 13 rows, 4 a write.
@@ -289,12 +303,13 @@ async def test_a_stopped_actor_too_big_for_one_write_is_removed_over_several_row
         (4, 0, 0), (1, 3, 0), (0, 4, 0), (0, 0, 1),
     ]  # fmt: skip
     assert steps[-1].phase == "done"
-    assert held(data, "diary/gone") == dict.fromkeys(
+    assert held(data, "diary/gone", store_url) == dict.fromkeys(
         ("actors", "events", "logs", "mailbox", "keys", "timers"), 0
     )
 
 
 async def test_a_big_prune_gives_its_pages_back_to_the_file_system(data):
+    # SQLite only: PostgreSQL's autovacuum gives the space back, not retention.
     with trio.fail_after(30):
         async with callboard.open_runtime(
             data, kinds=[Diary], config=quiet(event_retention=10)
@@ -315,25 +330,27 @@ async def test_a_big_prune_gives_its_pages_back_to_the_file_system(data):
     assert (before - after, free) == (done.pages, 0)
 
 
-async def test_the_retention_service_runs_a_pass_every_interval_by_itself(data, mock_clock):
+async def test_the_retention_service_runs_a_pass_every_interval_by_itself(
+    store_url, data, mock_clock
+):
     mock_clock.rate = 1.0
     config = callboard.RuntimeConfig(
         passivate_after=1e9, event_retention=5, retention_interval=600.0
     )
     with trio.fail_after(20 + 600):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=config, clock=wall_clock
+            data, kinds=[Diary], config=config, clock=wall_clock, store=store_url
         ) as rt:
             for n in range(12):
                 await tell(rt, "diary/d", "write", {"n": n})
             mock_clock.jump(600)
             # The service has woken and queued its first write.
-            await trio.testing.wait_all_tasks_blocked()
+            await all_blocked(rt._store)
             after_it = await rt.retention.run_pass()  # waits for the service's pass
             stats = rt.statistics()
     assert after_it.events == 0
     assert (stats.retention_passes, stats.events_pruned) == (2, 8)
-    assert event_seqs(data, "diary/d") == [9, 10, 11, 12, 13]
+    assert event_seqs(data, "diary/d", store_url) == [9, 10, 11, 12, 13]
 
 
 @pytest.mark.parametrize(

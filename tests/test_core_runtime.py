@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 from core_kinds import Counter
+from store_backends import write_rows
 
 import callboard
 
@@ -57,9 +58,11 @@ class Relay(callboard.Actor):
 KINDS = [Counter, Greeter, Gate, Relay]
 
 
-async def test_a_send_returns_its_mailbox_position_once_durable_and_the_actor_applies_it(tmp_path):
+async def test_a_send_returns_its_mailbox_position_once_durable_and_the_actor_applies_it(
+    store_url, tmp_path
+):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             first = await rt.send("counter/a", "add", {"n": 2, "id": "m1"})
             second = await rt.send("counter/a", "add", {"n": 3, "id": "m2"})
             await rt.wait_handled("counter/a", second.seq)
@@ -69,13 +72,13 @@ async def test_a_send_returns_its_mailbox_position_once_durable_and_the_actor_ap
     assert (view.cursor, view.mailbox, view.restarts, view.last_error) == (2, 0, 0, None)
 
 
-async def test_a_repeated_key_returns_the_first_ack_and_is_not_delivered_again(tmp_path):
+async def test_a_repeated_key_returns_the_first_ack_and_is_not_delivered_again(store_url, tmp_path):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             first = await rt.send("counter/a", "add", {"id": "m1"}, key="k1")
             again = await rt.send("counter/a", "add", {"id": "m1-again"}, key="k1")
             await rt.wait_handled("counter/a", first.seq)
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             after_restart = await rt.send("counter/a", "add", {"id": "m1-later"}, key="k1")
             other = await rt.send("counter/a", "add", {"id": "m2"}, key="k2")
             await rt.wait_handled("counter/a", other.seq)
@@ -86,9 +89,11 @@ async def test_a_repeated_key_returns_the_first_ack_and_is_not_delivered_again(t
     assert view.state["seen"] == ["m1", "m2"]
 
 
-async def test_messages_from_one_sender_are_handled_in_the_order_they_were_acknowledged(tmp_path):
+async def test_messages_from_one_sender_are_handled_in_the_order_they_were_acknowledged(
+    store_url, tmp_path
+):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
 
             async def sender(name: str) -> None:
                 for n in range(50):
@@ -103,9 +108,11 @@ async def test_messages_from_one_sender_are_handled_in_the_order_they_were_ackno
         assert [m for m in seen if m.startswith(name)] == [f"{name}-{n}" for n in range(50)]
 
 
-async def test_spawn_structures_the_spec_and_a_second_spawn_with_the_same_spec_existed(tmp_path):
+async def test_spawn_structures_the_spec_and_a_second_spawn_with_the_same_spec_existed(
+    store_url, tmp_path
+):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             address = await rt.spawn("greeter", {"greeting": "hi", "times": 2}, name="g1")
             again = await rt.spawn("greeter", {"greeting": "hi", "times": 2}, name="g1")
             with pytest.raises(callboard.SpawnConflict, match=r"^'greeter/g1' exists with a"):
@@ -123,9 +130,9 @@ async def test_spawn_structures_the_spec_and_a_second_spawn_with_the_same_spec_e
     assert generated.kind == "greeter" and len(generated.name) == 26
 
 
-async def test_stop_ends_an_actor_and_later_sends_are_refused(tmp_path):
+async def test_stop_ends_an_actor_and_later_sends_are_refused(store_url, tmp_path):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.spawn("greeter", {"greeting": "hi"}, name="g")
             assert await rt.stop("greeter/g") == "stopped"
             with pytest.raises(callboard.ActorStopped, match=r"^'greeter/g' is stopped"):
@@ -136,9 +143,11 @@ async def test_stop_ends_an_actor_and_later_sends_are_refused(tmp_path):
     assert events == ["actor.started", "actor.stopped"]
 
 
-async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dropped(tmp_path):
+async def test_a_send_to_a_stopped_actor_is_dead_lettered_unless_asked_to_be_dropped(
+    store_url, tmp_path
+):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.spawn("greeter", {"greeting": "hi"}, name="g")
             await rt.stop("greeter/g")
             for to, drop in (("greeter/g", True), ("greeter/g", False), ("greeter/none", True)):
@@ -165,9 +174,9 @@ async def _stored(rt, address):
                 return
 
 
-async def test_bad_input_raises_an_error_that_names_it_and_loses_nothing(tmp_path):
+async def test_bad_input_raises_an_error_that_names_it_and_loses_nothing(store_url, tmp_path):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             kept = await rt.send("counter/a", "add", {"id": "kept"})
             with pytest.raises(callboard.UnknownKind, match=r"^there is no actor kind 'nope'"):
                 await rt.send("nope/a", "add", {})
@@ -201,18 +210,15 @@ class StrictCounter(callboard.Actor):
 
 
 async def test_a_snapshot_that_does_not_structure_fails_the_actor_with_a_message_naming_it(
-    tmp_path,
+    store_url, tmp_path
 ):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             ack = await rt.send("counter/a", "add", {"id": "m1"})
             await rt.wait_handled("counter/a", ack.seq)
         # The same data directory, now with a state class the snapshot does not fit.
-        db = sqlite3.connect(tmp_path / "callboard.sqlite3")
-        db.execute('UPDATE actors SET state = \'{"count": "many"}\'')
-        db.commit()
-        db.close()
-        async with callboard.open_runtime(tmp_path, kinds=[StrictCounter]) as rt:
+        write_rows(tmp_path, store_url, "UPDATE actors SET state = ?", (b'{"count": "many"}',))
+        async with callboard.open_runtime(tmp_path, kinds=[StrictCounter], store=store_url) as rt:
             kept = await rt.send("counter/a", "add", {"id": "m2"})
             async with rt.subscribe("counter/a", after=0) as events:
                 async for event in events:
@@ -260,14 +266,16 @@ async def test_no_event_is_announced_before_its_commit_is_durable(tmp_path):
 
 @pytest.mark.parametrize("inbox_limit", [1, 3, 64])
 async def test_many_senders_to_one_actor_are_handled_once_each_in_mailbox_order(
-    tmp_path, inbox_limit
+    store_url, tmp_path, inbox_limit
 ):
     # Acks wake their senders in any order, so messages reach the actor's
     # inbox out of order; it must still handle them by seq, each once.
     config = callboard.RuntimeConfig(inbox_limit=inbox_limit)
     seq_of: dict[str, int] = {}
     with trio.fail_after(60):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter], config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Counter], config=config, store=store_url
+        ) as rt:
 
             async def sender(s: int) -> None:
                 for j in range(10):
@@ -283,9 +291,11 @@ async def test_many_senders_to_one_actor_are_handled_once_each_in_mailbox_order(
     assert sorted(seq_of.values()) == list(range(1, 321))
 
 
-async def test_list_reads_every_page_and_filters_stored_and_active_statuses(tmp_path):
+async def test_list_reads_every_page_and_filters_stored_and_active_statuses(store_url, tmp_path):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Greeter, Counter]) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Greeter, Counter], store=store_url
+        ) as rt:
             for n in range(7):
                 await rt.spawn("greeter", {"greeting": "hi"}, f"g{n}")
             await rt.stop("greeter/g2")

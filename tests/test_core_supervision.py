@@ -69,10 +69,11 @@ async def _events_until(rt, address: str, last_type: str, after: int = 0) -> lis
 
 
 async def test_a_crashed_handler_restarts_from_the_last_snapshot_and_gets_the_message_again(
+    store_url,
     tmp_path,
 ):
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.wait_handled("brittle/b", (await rt.send("brittle/b", "ok", 1)).seq)
             boom = await rt.send("brittle/b", "boom", 2)
             await rt.send("brittle/b", "ok", 3)
@@ -109,10 +110,12 @@ def test_restart_backoff_grows_exponentially_is_capped_and_jittered():
     assert len({round(policy.backoff(3, random.Random(s)), 6) for s in range(10)}) > 1
 
 
-async def test_a_poison_message_is_dead_lettered_with_its_traceback_and_can_be_requeued(tmp_path):
+async def test_a_poison_message_is_dead_lettered_with_its_traceback_and_can_be_requeued(
+    store_url, tmp_path
+):
     Flaky.broken = True
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.send("flaky/f", "fail", {"x": 1})
             after = await rt.send("flaky/f", "next")
             await rt.wait_handled("flaky/f", after.seq)
@@ -134,10 +137,10 @@ async def test_a_poison_message_is_dead_lettered_with_its_traceback_and_can_be_r
     assert remaining == []
 
 
-async def test_too_many_restarts_with_the_stop_policy_marks_the_actor_failed(tmp_path):
+async def test_too_many_restarts_with_the_stop_policy_marks_the_actor_failed(store_url, tmp_path):
     Flaky.broken = True
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.send("hopeless/h", "fail")
             events = await _events_until(rt, "hopeless/h", "actor.failed")
             view = await rt.inspect("hopeless/h")
@@ -148,10 +151,12 @@ async def test_too_many_restarts_with_the_stop_policy_marks_the_actor_failed(tmp
     assert (view.status, view.mailbox, view.last_error["type"]) == ("failed", 1, "ValueError")
 
 
-async def test_too_many_restarts_with_the_dead_letter_policy_sets_the_message_aside(tmp_path):
+async def test_too_many_restarts_with_the_dead_letter_policy_sets_the_message_aside(
+    store_url, tmp_path
+):
     Flaky.broken = True
     with trio.fail_after(10):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.send("skipping/s", "fail")
             after = await rt.send("skipping/s", "next")
             await rt.wait_handled("skipping/s", after.seq)
@@ -161,11 +166,13 @@ async def test_too_many_restarts_with_the_dead_letter_policy_sets_the_message_as
     assert view.state == {"applied": ["next"]} and view.status == "active"
 
 
-async def test_too_many_restarts_with_the_escalate_policy_raises_out_of_the_runtime(tmp_path):
+async def test_too_many_restarts_with_the_escalate_policy_raises_out_of_the_runtime(
+    store_url, tmp_path
+):
     Flaky.broken = True
     with trio.fail_after(10):
         with pytest.RaisesGroup(callboard.Escalation, flatten_subgroups=True) as caught:
-            async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
                 await rt.send("escalating/e", "fail")
                 await trio.sleep_forever()
     [escalation] = _leaves(caught.value)

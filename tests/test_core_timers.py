@@ -7,9 +7,7 @@ before its window has passed."""
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 
 import attrs
@@ -18,6 +16,7 @@ import trio
 import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from store_backends import all_blocked, read_rows
 
 import callboard
 from callboard.runtime import TIMER_RECHECK
@@ -36,10 +35,12 @@ class Ticker(callboard.Actor):
             ctx.schedule(0.02, "tick", {})
 
 
-async def test_an_actor_that_schedules_its_next_tick_from_each_tick_ticks_all_10_times(tmp_path):
+async def test_an_actor_that_schedules_its_next_tick_from_each_tick_ticks_all_10_times(
+    store_url, tmp_path
+):
     ticks = []
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Ticker]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Ticker], store=store_url) as rt:
             async with rt.subscribe("ticker/t") as events:
                 await rt.send("ticker/t", "tick")
                 # Bounded apart from the test: a lost tick shows as the ticks
@@ -146,7 +147,7 @@ async def settle(rt: callboard.Runtime) -> None:
     # sees a jump of the wall clock only at its next recheck (up to a second
     # later), so the test tells it at once, as a commit that sets a timer does.
     rt._cells.timers_changed()
-    await trio.testing.wait_all_tasks_blocked()
+    await all_blocked(rt._store)
     # The service has queued its firing by now: a probe queued after it
     # lands behind every timer it fired, so once the probe is handled, so
     # are they.
@@ -198,6 +199,7 @@ steps = st.one_of(
 )
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 @settings(max_examples=60, deadline=None)
 @given(script=st.lists(steps, min_size=1, max_size=16))
 # Found by hypothesis: a timer due a hair ahead of a wall clock that stands
@@ -209,9 +211,19 @@ steps = st.one_of(
     Set("alarm/a", 1.192e-07, None),
 ])  # fmt: skip
 async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_is_due(
-    tmp_path_factory: pytest.TempPathFactory, script: list[Set | Cancel | Jump | Restart]
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    script: list[Set | Cancel | Jump | Restart],
 ) -> None:
     data: Path = tmp_path_factory.mktemp("timers")
+    # A new store for each example (the session's server is shared by all),
+    # the previous example's dropped.
+    store_url = None
+    if backend == "postgresql":
+        server = request.getfixturevalue("pg_server")
+        server.drop_databases()
+        store_url = server.new_database()
     clock = JumpingClock()
     expected = Expected(clock.now)
     timers = itertools.count(1)
@@ -219,7 +231,9 @@ async def test_every_timer_not_cancelled_fires_exactly_once_and_never_before_it_
     with trio.fail_after(20):
         rest = list(script)
         while True:
-            async with callboard.open_runtime(data, kinds=[Alarm], clock=clock) as rt:
+            async with callboard.open_runtime(
+                data, kinds=[Alarm], clock=clock, store=store_url
+            ) as rt:
                 await settle(rt)
                 while rest and not isinstance(rest[0], Restart):
                     await run(rt, rest.pop(0), clock, expected, timers)
@@ -264,7 +278,7 @@ async def set_reminder(rt: callboard.Runtime, delay: float) -> None:
     """Set a timer on ``reminder/r`` and return once the timer service waits for it."""
     ack = await rt.send("reminder/r", "set", {"delay": delay})
     await rt.wait_handled("reminder/r", ack.seq)
-    await trio.testing.wait_all_tasks_blocked()
+    await all_blocked(rt._store)
 
 
 async def next_ring(events: callboard.runtime.Subscription) -> list[float]:
@@ -275,7 +289,7 @@ async def next_ring(events: callboard.runtime.Subscription) -> list[float]:
 
 
 async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_its_due_time(
-    tmp_path, mock_clock
+    store_url, tmp_path, mock_clock
 ):
     # Real speed, so fail_after still bounds a hang; jumped when the test says.
     mock_clock.rate = 1.0
@@ -283,7 +297,9 @@ async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_it
     start = clock.now
     ring = None
     with trio.fail_after(30):
-        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, store=store_url
+        ) as rt:
             async with rt.subscribe("reminder/r") as events:
                 await set_reminder(rt, 3600)
                 # Two hours on, and nobody tells the timer service.
@@ -294,21 +310,25 @@ async def test_a_timer_fires_within_a_recheck_after_the_wall_clock_jumps_past_it
     assert ring == [start + 3600, start + 2 * 3600]
 
 
-async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_path, mock_clock):
+async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(
+    store_url, tmp_path, mock_clock
+):
     mock_clock.rate = 1.0
     clock = JumpingClock()
     start = clock.now
     ring = None
     # 30 s beyond the jumps of trio's clock (the bound is on trio's clock too).
     with trio.fail_after(30 + 121 * TIMER_RECHECK):
-        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, store=store_url
+        ) as rt:
             async with rt.subscribe("reminder/r") as events:
                 await set_reminder(rt, 60)
                 clock.now -= 3600
                 # Trio's clock passes the due time and many rechecks; the wall
                 # clock, which decides, is an hour short of it.
                 mock_clock.jump(120 * TIMER_RECHECK)
-                await trio.testing.wait_all_tasks_blocked()
+                await all_blocked(rt._store)
                 probe = await rt.send("reminder/r", "probe")
                 await rt.wait_handled("reminder/r", probe.seq)
                 early = (await rt.inspect("reminder/r")).state.get("rang", [])
@@ -321,7 +341,7 @@ async def test_a_timer_does_not_fire_early_when_the_wall_clock_jumps_back(tmp_pa
 
 
 async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window_has_passed(
-    tmp_path, mock_clock
+    store_url, tmp_path, mock_clock
 ):
     mock_clock.rate = 1.0
     clock = JumpingClock()
@@ -330,17 +350,17 @@ async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window
     config = callboard.RuntimeConfig(key_window=window)
     with trio.fail_after(30 + pruning_period + window):
         async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, config=config
+            tmp_path, kinds=[Reminder], clock=clock, config=config, store=store_url
         ) as rt:
             first = await rt.send("reminder/r", "note", key="k")
             clock.now += 2 * window
             mock_clock.jump(pruning_period)
             # The pruning has woken and queued its write: the send queues behind it.
-            await trio.testing.wait_all_tasks_blocked()
+            await all_blocked(rt._store)
             retried = await rt.send("reminder/r", "note", key="k")
             # Now the window has passed by trio's clock as well.
             mock_clock.jump(window)
-            await trio.testing.wait_all_tasks_blocked()
+            await all_blocked(rt._store)
             late = await rt.send("reminder/r", "note", key="k")
     assert [first, retried, late] == [
         callboard.Ack(1, False),
@@ -350,7 +370,7 @@ async def test_a_key_outlives_a_wall_clock_jump_past_its_window_until_the_window
 
 
 async def test_a_key_sent_while_the_wall_clock_was_behind_outlives_the_clock_catching_up(
-    tmp_path, mock_clock
+    store_url, tmp_path, mock_clock
 ):
     mock_clock.rate = 1.0
     clock = JumpingClock()
@@ -359,19 +379,19 @@ async def test_a_key_sent_while_the_wall_clock_was_behind_outlives_the_clock_cat
     config = callboard.RuntimeConfig(key_window=window)
     with trio.fail_after(30 + pruning_period + window):
         async with callboard.open_runtime(
-            tmp_path, kinds=[Reminder], clock=clock, config=config
+            tmp_path, kinds=[Reminder], clock=clock, config=config, store=store_url
         ) as rt:
-            await trio.testing.wait_all_tasks_blocked()  # the pruning waits
+            await all_blocked(rt._store)  # the pruning waits
             clock.now -= 2 * window  # set back by two windows...
             first = await rt.send("reminder/r", "note", key="k")
             clock.now += 2 * window  # ...and put right a moment later
             mock_clock.jump(pruning_period)
-            await trio.testing.wait_all_tasks_blocked()
+            await all_blocked(rt._store)
             retried = await rt.send("reminder/r", "note", key="k")
             # Now the window has passed, by both clocks.
             clock.now += window + pruning_period
             mock_clock.jump(window)
-            await trio.testing.wait_all_tasks_blocked()
+            await all_blocked(rt._store)
             late = await rt.send("reminder/r", "note", key="k")
     assert [first, retried, late] == [
         callboard.Ack(1, False),
@@ -380,28 +400,29 @@ async def test_a_key_sent_while_the_wall_clock_was_behind_outlives_the_clock_cat
     ]
 
 
-def timer_ids(data: Path) -> list[int]:
-    """The ids of the timers pending in ``data``, read from another connection."""
-    with closing(sqlite3.connect(data / "callboard.sqlite3")) as conn:
-        return [row[0] for row in conn.execute("SELECT id FROM timers ORDER BY id")]
+def timer_ids(data: Path, store_url: str | None) -> list[int]:
+    """The ids of the timers pending in the store, read from another connection."""
+    return [row[0] for row in read_rows(data, store_url, "SELECT id FROM timers ORDER BY id")]
 
 
 async def fire_due_reminders(rt: callboard.Runtime) -> None:
     """Return once every timer due by the clock has fired and ``reminder/r`` has handled it."""
     rt._cells.timers_changed()
-    await trio.testing.wait_all_tasks_blocked()
+    await all_blocked(rt._store)
     # Queued behind the firing: handled after it.
     probe = await rt.send("reminder/r", "probe")
     await rt.wait_handled("reminder/r", probe.seq)
 
 
-async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp_path):
+async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(store_url, tmp_path):
     clock = JumpingClock()
     start = clock.now
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, store=store_url
+        ) as rt:
             await set_reminder(rt, 60)
-            (timer,) = timer_ids(tmp_path)
+            (timer,) = timer_ids(tmp_path, store_url)
             # Timer firings were once sent under the key timer:{id}.
             await rt.send("reminder/r", "note", key=f"timer:{timer}")
             clock.now += 60
@@ -411,12 +432,14 @@ async def test_a_sender_key_of_the_form_timer_id_does_not_swallow_that_timer(tmp
     assert state["got"] == [["note", f"timer:{timer}"], ["probe", None]]
 
 
-async def test_a_fired_timer_does_not_swallow_a_later_send_keyed_timer_id(tmp_path):
+async def test_a_fired_timer_does_not_swallow_a_later_send_keyed_timer_id(store_url, tmp_path):
     clock = JumpingClock()
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Reminder], clock=clock) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=[Reminder], clock=clock, store=store_url
+        ) as rt:
             await set_reminder(rt, 60)
-            (timer,) = timer_ids(tmp_path)
+            (timer,) = timer_ids(tmp_path, store_url)
             clock.now += 60
             await fire_due_reminders(rt)
             ack = await rt.send("reminder/r", "note", key=f"timer:{timer}")

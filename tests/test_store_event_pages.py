@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import trio
 
-from callboard.store import EventPage, SqliteStore, open_sqlite_store
+from callboard.store import EventPage, Store
 from callboard.store._records import Commit, NewEvent
 
 
@@ -15,7 +15,7 @@ def data(size: int) -> bytes:
     return b'"' + b"x" * (size - 2) + b'"'
 
 
-async def store_events(store: SqliteStore, address: str, sizes: list[int]) -> None:
+async def store_events(store: Store, address: str, sizes: list[int]) -> None:
     await store.spawn(address, "k", b"{}")
     events = tuple(NewEvent("e", data(size), 0.0) for size in sizes)
     await store.commit(Commit(address, events=events))
@@ -25,9 +25,9 @@ def seqs(page: EventPage) -> list[int]:
     return [event.seq for event in page.events]
 
 
-async def test_a_page_holds_no_more_bytes_of_event_data_than_max_bytes(tmp_path):
+async def test_a_page_holds_no_more_bytes_of_event_data_than_max_bytes(tmp_path, store_backend):
     with trio.fail_after(10):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store_events(store, "a", [100] * 10)
             first = await store.read_events("a", 0, limit=512, max_bytes=350)
             second = await store.read_events("a", 3, limit=512, max_bytes=350)
@@ -38,9 +38,11 @@ async def test_a_page_holds_no_more_bytes_of_event_data_than_max_bytes(tmp_path)
     assert [len(event.data) for event in first.events] == [100, 100, 100]
 
 
-async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(tmp_path):
+async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(
+    tmp_path, store_backend
+):
     with trio.fail_after(10):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store_events(store, "a", [1000, 10, 10, 1000])
             big = await store.read_events("a", 0, limit=512, max_bytes=100)
             small = await store.read_events("a", 1, limit=512, max_bytes=100)
@@ -51,9 +53,11 @@ async def test_a_page_holds_the_next_event_even_when_it_alone_is_over_max_bytes(
     assert big.events[0].data == data(1000)
 
 
-async def test_a_page_holds_at_most_limit_events_and_says_whether_more_were_stored(tmp_path):
+async def test_a_page_holds_at_most_limit_events_and_says_whether_more_were_stored(
+    tmp_path, store_backend
+):
     with trio.fail_after(10):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store_events(store, "a", [10] * 5)
             await store_events(store, "b", [10] * 3)
             partial = await store.read_events("a", 0, limit=4, max_bytes=1 << 20)
@@ -65,10 +69,10 @@ async def test_a_page_holds_at_most_limit_events_and_says_whether_more_were_stor
     assert past_the_end == EventPage((), more=False)
 
 
-async def test_pages_read_at_once_by_many_tasks_each_get_their_own_events(tmp_path):
+async def test_pages_read_at_once_by_many_tasks_each_get_their_own_events(tmp_path, store_backend):
     pages: dict[str, EventPage] = {}
     with trio.fail_after(10):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             for n in range(8):
                 await store_events(store, f"a{n}", [10] * (n + 1))
 

@@ -4,9 +4,7 @@ to the end of a batch, and what a failure or a reopen does to them."""
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +13,8 @@ import trio.testing
 
 import callboard
 from callboard.errors import ActorStopped, StoreUnavailable, UnknownActor
-from callboard.store import open_sqlite_store
+from callboard.store import Store, open_sqlite_store
 from callboard.store._records import Commit, Enqueue, NewEvent, StoredAck
-from callboard.store._sqlite import SqliteStore
 
 
 def msg(address: str, text: str = "m", **kw: Any) -> Enqueue:
@@ -28,15 +25,16 @@ def event(type_: str = "happened") -> NewEvent:
     return NewEvent(type_, b"{}", 0.0)
 
 
-async def send(store: SqliteStore, address: str, text: str = "m") -> StoredAck | Exception:
+async def send(store: Store, address: str, text: str = "m") -> StoredAck | Exception:
     (result,) = await store.enqueue([msg(address, text)])
     return result
 
 
 async def one_batch(
-    store: SqliteStore, directory: Path, *calls: Callable[[], Awaitable[Any]]
+    store: Store, release: Callable[[], None], *calls: Callable[[], Awaitable[Any]]
 ) -> list[Any]:
-    """Run the calls' writes in this order, all in one batch of the writer;
+    """Run the calls' writes in this order, all in one batch of the writer,
+    which waits for what ``release`` lets go of (`Backend.hold_writes`);
     each call's result, or the exception it raised."""
     results: list[Any] = [None] * len(calls)
 
@@ -46,10 +44,8 @@ async def one_batch(
         except Exception as exc:  # returned to the test
             results[index] = exc
 
-    # Someone else holds the write lock: the writer waits for it on a first
-    # write while the calls queue up behind it, in order.
-    holder = sqlite3.connect(directory / "callboard.sqlite3", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    # Someone else holds a lock: the writer waits for it on a first write
+    # while the calls queue up behind it, in order.
     before = store.statistics().batches
     try:
         async with trio.open_nursery() as nursery:
@@ -58,25 +54,27 @@ async def one_batch(
             for index, call in enumerate(calls):
                 nursery.start_soon(run, index, call)
                 await trio.testing.wait_all_tasks_blocked()
-            holder.execute("ROLLBACK")
+            release()
     finally:
-        holder.close()
+        release()
     # The waiting write's batch, then one batch of all the calls.
     assert store.statistics().batches - before == 2
     return results
 
 
-async def mailbox_seqs(store: SqliteStore, address: str) -> list[int]:
+async def mailbox_seqs(store: Store, address: str) -> list[int]:
     return [r.seq for r in await store.pending(address, 0, 10_000)]
 
 
-async def event_seqs(store: SqliteStore, address: str) -> list[int]:
+async def event_seqs(store: Store, address: str) -> list[int]:
     return [e.seq for e in await store.events(address, 0, 100_000)]
 
 
-async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_right(tmp_path):
+async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_right(
+    tmp_path, store_backend
+):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             await store.spawn("b", "k", b"{}")
             assert await send(store, "a") == StoredAck("a", 1, False)
@@ -84,7 +82,7 @@ async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_ri
 
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: send(store, "a"),
                 lambda: store.commit(Commit("a", events=(event(), event()))),
                 lambda: store.commit(Commit("nobody", events=(event(),))),
@@ -105,15 +103,10 @@ async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_ri
             assert [seq for seq, _ in result.events] == [4]
 
             # A failure only the deferred rows meet (at the flush before COMMIT).
-            conn = sqlite3.connect(tmp_path / "callboard.sqlite3", isolation_level=None)
-            conn.execute(
-                "CREATE TRIGGER refuse_poison BEFORE INSERT ON events WHEN NEW.type = 'poison' "
-                "BEGIN SELECT RAISE(ABORT, 'the disk refused the write'); END"
-            )
-            conn.close()
+            store_backend.refuse_poison(tmp_path, "events", "type")
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: send(store, "a"),
                 lambda: store.commit(Commit("a", events=(event("poison"),), state=b"1")),
                 lambda: store.commit(Commit("a", events=(event(),))),
@@ -135,9 +128,9 @@ async def test_a_failing_operation_leaves_the_others_applied_and_the_counters_ri
             assert await mailbox_seqs(store, "b") == [1, 2, 3]
 
 
-async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path):
+async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path, store_backend):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             for _ in range(3):
                 await send(store, "a")
@@ -145,7 +138,7 @@ async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path):
             (virtual,) = await store.enqueue([msg("v", create_kind="k")])
             assert virtual == StoredAck("v", 1, False)
             await send(store, "v")
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             assert await send(store, "a") == StoredAck("a", 4, False)
             assert await send(store, "v") == StoredAck("v", 3, False)
             result = await store.commit(Commit("a", events=(event(),)))
@@ -155,14 +148,14 @@ async def test_seqs_continue_from_the_database_after_a_reopen(tmp_path):
             assert await event_seqs(store, "a") == [1, 2, 3]
 
 
-async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_path):
+async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_path, store_backend):
     rng = random.Random(7)
     addresses = [f"a{i}" for i in range(6)]
     sent = dict.fromkeys(addresses, 0)
     handled = dict.fromkeys(addresses, 0)
     emitted = dict.fromkeys(addresses, 0)
     with trio.fail_after(60):
-        async with open_sqlite_store(tmp_path, max_cached_actors=3) as store:
+        async with store_backend.open(tmp_path, max_cached_actors=3) as store:
             for address in addresses:
                 await store.spawn(address, "k", b"{}")
             for _ in range(40):
@@ -187,9 +180,9 @@ async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_pat
                         )
                     commit = Commit(address, events=events, sends=sends, cursor=cursor)
                     calls.append(lambda c=commit: store.commit(c))
-                results = await one_batch(store, tmp_path, *calls)
+                results = await one_batch(store, store_backend.hold_writes(tmp_path), *calls)
                 assert not [r for r in results if isinstance(r, Exception)]
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             for address in addresses:
                 record = await store.actor(address)
                 assert record is not None
@@ -201,15 +194,17 @@ async def test_seqs_are_gap_free_across_batches_mixing_sends_and_commits(tmp_pat
                 )
 
 
-async def test_an_actor_gone_final_refuses_sends_though_its_counters_were_cached(tmp_path):
+async def test_an_actor_gone_final_refuses_sends_though_its_counters_were_cached(
+    tmp_path, store_backend
+):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             assert await send(store, "a") == StoredAck("a", 1, False)
             await store.commit(Commit("a", events=(event(),)))  # counters cached now
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: send(store, "a"),
                 lambda: store.commit(Commit("a", events=(event(),), status="stopped", final=True)),
                 lambda: send(store, "a"),
@@ -230,15 +225,17 @@ async def test_an_actor_gone_final_refuses_sends_though_its_counters_were_cached
             assert await mailbox_seqs(store, "a") == [1, 2]
 
 
-async def test_a_dead_letter_for_a_message_stored_in_the_same_batch_keeps_the_message(tmp_path):
+async def test_a_dead_letter_for_a_message_stored_in_the_same_batch_keeps_the_message(
+    tmp_path, store_backend
+):
     # The one read that could see a row deferred in its own batch: the
     # dead letter copies the message from the mailbox.
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: send(store, "a", "poison"),
                 lambda: store.commit(Commit("a", dead_letter=(1, b'{"type": "E"}'), cursor=1)),
                 lambda: store.mark_attempts("a", 2, 2),
@@ -254,11 +251,11 @@ async def test_a_dead_letter_for_a_message_stored_in_the_same_batch_keeps_the_me
             assert (await store.actor("a")).cursor == 1
 
 
-async def test_each_store_keeps_its_own_bounded_counters(tmp_path):
+async def test_each_store_keeps_its_own_bounded_counters(tmp_path, store_backend):
     with trio.fail_after(20):
         async with (
-            open_sqlite_store(tmp_path / "one", max_cached_actors=4) as one,
-            open_sqlite_store(tmp_path / "two", max_cached_actors=4) as two,
+            store_backend.open(tmp_path / "one", max_cached_actors=4) as one,
+            store_backend.open(tmp_path / "two", max_cached_actors=4) as two,
         ):
             for store in (one, two):
                 for i in range(10):
@@ -272,21 +269,23 @@ async def test_each_store_keeps_its_own_bounded_counters(tmp_path):
             assert [(await store.actor("a0")).mailbox_head for store in (one, two)] == [3, 3]
 
 
-async def actor_row(store: SqliteStore, address: str) -> tuple[Any, ...]:
+async def actor_row(store: Store, address: str) -> tuple[Any, ...]:
     a = await store.actor(address)
     assert a is not None
     return (a.state, a.state_version, a.cursor, a.busy, a.mailbox_head, a.event_head)
 
 
-async def test_two_commits_of_one_actor_in_one_batch_merge_with_the_later_winning(tmp_path):
+async def test_two_commits_of_one_actor_in_one_batch_merge_with_the_later_winning(
+    tmp_path, store_backend
+):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             for _ in range(3):
                 await send(store, "a")
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: store.commit(
                     Commit("a", state=b"1", state_version=1, cursor=3, events=(event(),), busy=True)
                 ),
@@ -303,16 +302,16 @@ async def test_two_commits_of_one_actor_in_one_batch_merge_with_the_later_winnin
             assert await event_seqs(store, "a") == [1, 2]
 
 
-async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_path):
+async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_path, store_backend):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             for address in ("a", "b"):
                 await store.spawn(address, "k", b"{}")
                 await send(store, address)
                 await send(store, address)
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: store.commit(Commit("a", state=b"1", cursor=1, busy=True)),
                 lambda: store.commit(Commit("b", state=b"1", cursor=2, busy=True)),
                 lambda: store.commit(
@@ -332,14 +331,16 @@ async def test_a_commit_then_a_final_stop_in_one_batch_keeps_both_in_order(tmp_p
             assert await mailbox_seqs(store, "b") == []
 
 
-async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(tmp_path):
+async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(
+    tmp_path, store_backend
+):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             await send(store, "a")
             await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 lambda: store.commit(Commit("a", state=b"1", busy=True)),
                 lambda: store.commit(Commit("a", restarts=1, last_error=b'{"e": 1}', busy=False)),
                 lambda: store.commit(Commit("a", cursor=1)),
@@ -355,23 +356,17 @@ async def test_a_crash_commit_between_two_ordinary_ones_keeps_the_batch_order(tm
             )
 
 
-async def test_a_failed_batch_drops_the_steps_it_deferred(tmp_path):
+async def test_a_failed_batch_drops_the_steps_it_deferred(tmp_path, store_backend):
     with trio.fail_after(20):
-        async with open_sqlite_store(tmp_path) as store:
+        async with store_backend.open(tmp_path) as store:
             await store.spawn("a", "k", b"{}")
             await send(store, "a")
             await store.commit(Commit("a", state=b"1", busy=False))
-            conn = sqlite3.connect(tmp_path / "callboard.sqlite3", isolation_level=None)
-            for table in ("events", "logs"):
-                conn.execute(
-                    f"CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} "
-                    f"WHEN NEW.{'type' if table == 'events' else 'log'} = 'poison' "
-                    "BEGIN SELECT RAISE(ABORT, 'the disk refused the write'); END"
-                )
-            conn.close()
+            store_backend.refuse_poison(tmp_path, "events", "type")
+            store_backend.refuse_poison(tmp_path, "logs", "log")
             results = await one_batch(
                 store,
-                tmp_path,
+                store_backend.hold_writes(tmp_path),
                 # Fails after its step was deferred: at once (logs), or at the flush (events).
                 lambda: store.commit(
                     Commit("a", state=b"lost", cursor=1, busy=True, appends=(("poison", b"x"),))

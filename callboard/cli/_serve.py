@@ -30,6 +30,7 @@ from ..agent import builtin_kinds
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..runtime import open_runtime
+from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
 from ._metrics import serve_metrics
 
@@ -52,6 +53,12 @@ def add_parsers(subparsers: Any) -> None:
     )
     add = parser.add_argument
     add("--data", default=DEFAULT_DATA, metavar="DIR", help="the data directory (%(default)s)")
+    add("--store", default=os.environ.get("CALLBOARD_STORE") or None, metavar="URL",
+        help="keep the actors in PostgreSQL at URL, postgresql://USER@HOST:PORT/DB "
+        "($CALLBOARD_STORE, which keeps a password out of the process list); default: SQLite "
+        "in the data directory. One node per database for now")  # fmt: skip
+    add("--node", default=None, metavar="NAME",
+        help="this node's name, recorded in the PostgreSQL store")  # fmt: skip
     add("--host", default="127.0.0.1", help="interface to bind (%(default)s; others need a token)")
     add("--port", type=int, default=7341, help="port to bind (%(default)s; 0 picks a free one)")
     add("--token", default=None,
@@ -241,12 +248,16 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         claimed = {cls.kind for cls in kinds}
         agent = builtin_kinds({**settings, "workspace": args.workspace or os.getcwd()})
         every = [*(cls for cls in agent if cls.kind not in claimed), *kinds]
-        async with open_runtime(data, kinds=every, settings=settings) as rt:
+        async with open_runtime(
+            data, kinds=every, settings=settings, store=args.store, node=args.node
+        ) as rt:
             with stopping:
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:
                     url = await nursery.start(gateway.serve)
                     where = f"callboard serving {url} with data in {data}"
+                    if args.store is not None:
+                        where += f", actors in {redact_url(args.store)}"
                     if args.metrics_port is not None:
                         metrics = await nursery.start(
                             serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,

@@ -37,6 +37,8 @@ async def open_runtime(
     config: RuntimeConfig | None = None,
     clock: Callable[[], float] = time.time,
     settings: Mapping[str, Any] | None = None,
+    store: str | None = None,
+    node: str | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the data directory, recover what a previous process left, run until exit.
 
@@ -47,19 +49,26 @@ async def open_runtime(
     Only the classes in ``kinds`` are registered: the agent's kinds come from
     `callboard.agent.builtin_kinds`. ``settings`` reach every actor as
     ``ctx.settings``, beside ``data_dir`` and under its kind's own.
+
+    ``store``: a ``postgresql://user@host:port/db`` URL to keep everything in
+    that database instead of SQLite in ``data`` (which still holds the node's
+    lock and token); one node per database for now. ``node`` names this node
+    there.
     """
     config = config or RuntimeConfig()
-    async with open_store(data, clock=clock, queue_size=config.write_queue) as store:
-        rt = Runtime(store, kinds, config=config, clock=clock, settings=settings)
+    async with open_store(
+        data, clock=clock, queue_size=config.write_queue, url=store, node=node
+    ) as backend:
+        rt = Runtime(backend, kinds, config=config, clock=clock, settings=settings)
         cells = rt._cells
-        store.on_recovered = cells.store_recovered
+        backend.on_recovered = cells.store_recovered
         # An idempotency key is stamped by the wall clock, or where trio's clock
         # has brought the wall clock of the opening if the wall clock is behind
         # it; the pruner measures its age by the other bound, whichever ran
         # less, so no key is forgotten before trio's clock has run its window:
         # neither after a jump forward of the wall clock, nor after one back
         # and its correction (see SteadyWallClock).
-        store.key_clock = rt._steady.never_behind
+        backend.key_clock = rt._steady.never_behind
         async with trio.open_nursery() as background:
             try:
                 async with trio.open_nursery() as actors:

@@ -1,12 +1,18 @@
 """Persistence behind one interface: the `Store` protocol (async throughout),
-and its first implementation, the embedded SQLite store (`open_store`).
+and its implementations: the embedded SQLite store, the default, and the
+PostgreSQL store (``_postgres``, for a ``postgresql://`` URL); `open_store`
+picks one.
 
-Nothing SQLite-specific leaks past this package: the layers above type
+Nothing backend-specific leaks past this package: the layers above type
 against `Store` and speak `Enqueue`, `Commit` and the records, with bodies
-already serialized. Only the store's own tests name `SqliteStore`.
+already serialized. Only the store's own tests name `SqliteStore` or
+`PostgresStore` (which is not re-exported here, so that importing the store
+does not import its driver).
 """
 
 from ._lock import DirectoryLock as DirectoryLock
+from ._open import open_store as open_store
+from ._pg_connect import redact as redact_url
 from ._protocol import Store as Store
 from ._records import ActorRecord as ActorRecord
 from ._records import Commit as Commit
@@ -24,7 +30,6 @@ from ._retention import RetentionPolicy as RetentionPolicy
 from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
-from ._sqlite import open_store as open_store
 
 __all__ = [
     "ActorRecord",
@@ -46,4 +51,5 @@ __all__ = [
     "StoredAck",
     "open_sqlite_store",
     "open_store",
+    "redact_url",
 ]

@@ -1,0 +1,265 @@
+"""The writer of `PostgresStore`: its queue, group commit, and reconnecting.
+
+As in the SQLite store (``_writer``), every write is an operation (`_Op`)
+queued to one writer task, which takes all that wait and runs them in one
+transaction, acknowledging them all after the one COMMIT. Here the whole
+batch, its statements and its COMMIT, runs on one worker thread with
+psycopg's sync API (its async mode needs asyncio): every statement is a
+round trip to the server, and the event loop runs on meanwhile. If an
+operation fails, the batch is rolled back and each operation runs again
+alone, so one bad write sinks no other.
+
+A lost connection is a fail-stop. Lost at COMMIT, the batch's outcome is
+unknown (the server may have committed it before the connection went):
+its writers are told `UnknownOutcome`. Lost before, nothing was accepted.
+Either way the store reconnects before the next batch (taking its lock
+back, `reclaim_ownership`) and tells the runtime (``on_recovered``), which
+re-reads its mailboxes; until it can, every write is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import psycopg
+import trio
+
+from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
+from ._pg_connect import SecretUrl, scrub
+from ._pg_dialect import SqliteDialect
+from ._pg_schema import Fenced
+from ._sqlite_ops import WriterState
+from ._writer import _Op
+
+log = logging.getLogger("callboard.store")
+
+_T = TypeVar("_T")
+
+
+class PgBatchWriter:
+    """The writer loop and the write queue of `PostgresStore` (see the module)."""
+
+    _clock: Callable[[], float]
+    key_clock: Callable[[], float]
+    on_recovered: Callable[[], None] | None
+    _url: SecretUrl
+    _where: str
+    _max_batch: int
+    _send: trio.MemorySendChannel[_Op]
+    _receive: trio.MemoryReceiveChannel[_Op]
+    _writer: SqliteDialect | None
+    _writer_thread: trio.CapacityLimiter
+    _batches: int
+    _operations: int
+    _largest: int
+    _commit_seconds: float
+    _state: WriterState
+    _stopped_by: Exception | None
+    _recoveries: int
+
+    def _reconnect(self) -> None:
+        """Open the writer's connection again (`PostgresStore` does it)."""
+        raise NotImplementedError
+
+    async def _run_writer(self, task_status: trio.TaskStatus[None]) -> None:
+        task_status.started()
+        try:
+            async for first in self._receive:
+                batch = [first]
+                while len(batch) < self._max_batch:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                started = time.perf_counter()
+                try:
+                    if self._stopped_by is not None and not await self._recover():
+                        self._refuse(batch)
+                        continue
+                    state = self._state
+                    state.trim()
+                    now = self._clock()
+                    state.key_stamp = self.key_clock()
+                    await trio.to_thread.run_sync(
+                        self._run_batch, batch, now, limiter=self._writer_thread
+                    )
+                finally:
+                    for op in batch:
+                        op.finish()
+                    self._batches += 1
+                    self._operations += len(batch)
+                    self._largest = max(self._largest, len(batch))
+                    self._commit_seconds += time.perf_counter() - started
+        finally:
+            self._receive.close()
+            self._fail_waiting()
+
+    # -- on the writer's thread ----------------------------------------------
+
+    def _run_batch(self, batch: list[_Op], now: float) -> None:
+        sql = self._writer
+        assert sql is not None
+        state = self._state
+        try:
+            # The ops type their connection as sqlite3's; the dialect is that
+            # part of its interface (see ``_pg_dialect``).
+            for op in batch:
+                op.result = op.fn(cast(Any, sql), now)
+            state.flush(cast(Any, sql))
+        except BaseException:
+            state.forget()
+            if not self._rolled_back(sql, batch):
+                return
+            for op in batch:
+                op.result = None
+                self._run_alone(sql, op, now)
+            return
+        self._commit(sql, batch)
+
+    def _run_alone(self, sql: SqliteDialect, op: _Op, now: float) -> None:
+        if self._stopped_by is not None:
+            self._refuse([op])
+            return
+        try:
+            op.result = op.fn(cast(Any, sql), now)
+            self._state.flush(cast(Any, sql))
+        except BaseException as exc:
+            self._state.forget()
+            op.result = None
+            if self._rolled_back(sql, [op]):
+                op.error = self._unavailable(exc) if isinstance(exc, psycopg.Error) else exc
+            return
+        self._commit(sql, [op])
+
+    def _commit(self, sql: SqliteDialect, ops: list[_Op]) -> None:
+        try:
+            sql.conn.commit()
+        except psycopg.Error as exc:
+            self._state.forget()
+            if sql.conn.broken or isinstance(exc, psycopg.OperationalError):
+                self._stop(exc, ops, unknown=True)
+                return
+            # The server refused the COMMIT (a deferred check): rolled back.
+            if self._rolled_back(sql, ops):
+                for op in ops:
+                    op.result = None
+                    op.error = self._unavailable(exc)
+
+    def _rolled_back(self, sql: SqliteDialect, ops: list[_Op]) -> bool:
+        """Roll the open transaction back; False (the store stopped, ``ops``
+        refused) when the connection is gone, which rolled it back anyway."""
+        try:
+            if not sql.conn.broken:
+                sql.conn.rollback()
+                return True
+            lost: Exception = psycopg.OperationalError("the connection was lost")
+        except psycopg.Error as exc:
+            lost = exc
+        self._stop(lost, ops, unknown=False)
+        return False
+
+    def _stop(self, exc: Exception, ops: list[_Op], *, unknown: bool) -> None:
+        """Fail-stop after a lost connection: reconnect before the next batch."""
+        self._stopped_by = exc
+        reason = self._reason(exc)
+        if unknown:
+            log.error(
+                "the PostgreSQL store lost its connection at COMMIT (%s): the outcome of %d "
+                "writes is unknown; it reconnects before the next write",
+                reason, len(ops),
+            )  # fmt: skip
+        else:
+            log.error(
+                "the PostgreSQL store lost its connection (%s); it reconnects before the "
+                "next write", reason,
+            )  # fmt: skip
+        for op in ops:
+            op.result = None
+            if unknown:
+                op.error = UnknownOutcome(
+                    f"the connection to PostgreSQL was lost ({reason}) after this write was "
+                    "sent to be committed: it may or may not have been accepted; retry with "
+                    "the same key to learn which"
+                )
+            else:
+                op.error = StoreUnavailable(
+                    f"the connection to PostgreSQL was lost ({reason}); nothing was accepted"
+                )
+
+    # -- on the trio thread --------------------------------------------------
+
+    async def _recover(self) -> bool:
+        """Reconnect after a fail-stop; True once the store takes writes again."""
+        if isinstance(self._stopped_by, Fenced):
+            return False
+        try:
+            await trio.to_thread.run_sync(self._reconnect, limiter=self._writer_thread)
+        except Exception as exc:
+            # Unreachable still, another store holding the lock now, or `Fenced`.
+            self._stopped_by = exc
+            return False
+        log.warning("the PostgreSQL store reconnected; writes go on")
+        self._stopped_by = None
+        self._recoveries += 1
+        if self.on_recovered is not None:
+            self.on_recovered()
+        return True
+
+    def _reason(self, exc: BaseException) -> str:
+        return scrub(str(exc).strip() or type(exc).__name__, self._url.secret)
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the PostgreSQL store could not persist the write ({self._reason(exc)}); "
+            "nothing was accepted"
+        )
+
+    def _refuse(self, batch: list[_Op]) -> None:
+        stopped = self._stopped_by
+        reason = str(stopped) if isinstance(stopped, Fenced) else None
+        for op in batch:
+            op.result = None
+            op.error = StoreUnavailable(
+                reason
+                or f"the PostgreSQL store at {self._where} lost its connection and cannot "
+                f"reconnect yet ({self._reason(stopped or Exception())}); nothing was accepted"
+            )
+
+    def _fail_waiting(self) -> None:
+        while True:
+            try:
+                op = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
+            op.finish()
+
+    def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
+        """Queue ``fn`` without waiting; ``then`` hears its outcome on the trio
+        thread after the COMMIT. False, queueing nothing, when the queue is full."""
+        op = _Op(fn)
+        op.then = then
+        try:
+            self._send.send_nowait(op)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    async def _submit(self, fn: Callable[[Any, float], _T]) -> _T:
+        op = _Op(fn)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            try:
+                self._send.send_nowait(op)
+            except trio.WouldBlock:
+                await self._send.send(op)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise RuntimeClosed("the store is closed; nothing was written") from None
+        # Once queued, the write will happen: its waiter must learn the outcome.
+        await op.wait()
+        if op.error is not None:
+            raise op.error
+        return cast(_T, op.result)

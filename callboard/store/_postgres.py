@@ -1,0 +1,259 @@
+"""The PostgreSQL store: one node's `Store` on a PostgreSQL database, with group commit.
+
+The same contract as `SqliteStore`, and the same write operations (shared
+through ``_pg_dialect``): a write returns once its batch's COMMIT has
+returned with ``synchronous_commit=on``, so it is durable on the server.
+One writer task batches every queued write into one transaction on a
+worker thread (``_pg_writer``); reads run on a pool of other connections
+on worker threads (``_pg_reads``).
+
+One node at a time, for now: the store holds the database's owner lock
+for its whole life and a second store on the same database is refused
+(``_pg_schema``). Several nodes on one database need leases, still to come.
+
+The data directory still holds the node's own files (the lock, the
+operator's token), so it is locked as the SQLite store locks it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import psycopg
+import trio
+
+from ..errors import StoreUnavailable
+from . import _ops_commit as commit_ops
+from . import _ops_mailbox as mailbox_ops
+from . import _retention as retention
+from . import _sqlite_ops as ops
+from ._lock import DirectoryLock
+from ._pg_connect import SecretUrl, connect, redact, scrub
+from ._pg_dialect import SqliteDialect
+from ._pg_reads import PgReads, ReaderPool
+from ._pg_schema import (
+    lock_database,
+    prepare,
+    reclaim_ownership,
+    take_ownership,
+    unlock_database,
+)
+from ._pg_writer import PgBatchWriter
+from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
+from ._writer import _Op
+
+__all__ = ["PostgresStore", "open_postgres_store"]
+
+
+class PostgresStore(PgBatchWriter, PgReads):
+    """The store behind the runtime, on PostgreSQL. Writes are durable on return;
+    reads see every write that returned before they began."""
+
+    def __init__(
+        self,
+        url: str,
+        directory: Path,
+        *,
+        node: str | None = None,
+        clock: Callable[[], float] = time.time,
+        max_batch: int = 2048,
+        queue_size: int = 16384,
+        max_cached_actors: int = 10_000,
+    ) -> None:
+        self.directory = directory
+        self.node = node
+        self._url = SecretUrl(url)  # its password goes only to `connect` and `scrub`
+        self._where = redact(url)
+        self._clock = clock
+        self._max_batch = max_batch
+        self._send, self._receive = trio.open_memory_channel[_Op](queue_size)
+        self._writer: SqliteDialect | None = None
+        self._writer_thread = trio.CapacityLimiter(1)
+        self._reads = ReaderPool(
+            lambda: connect(self._url.secret, autocommit=True),
+            lambda text: scrub(text, self._url.secret),
+            lane=self._writer_thread,
+        )
+        self._epoch = 0
+        self._batches = 0
+        self._operations = 0
+        self._largest = 0
+        self._commit_seconds = 0.0
+        self.life = secrets.randbits(62)
+        self._state = ops.WriterState(max_cached_actors, life=self.life)
+        self._stopped_by: Exception | None = None
+        self._recoveries = 0
+        self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
+        self.on_recovered: Callable[[], None] | None = None
+        """Called on the trio thread once the store has reconnected after a lost
+        connection: the runtime re-reads every active mailbox, as the lost
+        batch may have committed."""
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore {self._where}>"
+
+    # -- lifecycle (on a worker thread) --------------------------------------
+
+    def _open(self, now: float) -> None:
+        """On a worker thread; ``now`` from the store's clock, read on the trio
+        thread (a test's clock may be trio's)."""
+        conn = connect(self._url.secret, autocommit=False)
+        try:
+            lock_database(conn, self._where)
+            prepare(conn, self._where)
+            self._epoch = take_ownership(conn, self.node, now)
+        except psycopg.Error as exc:
+            conn.close()
+            # Not chained: the driver's text could quote the URL.
+            raise StoreUnavailable(
+                f"cannot prepare the PostgreSQL store at {self._where}: "
+                f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = SqliteDialect(conn)
+
+    def _reconnect(self) -> None:
+        self._drop_writer()
+        self._state.forget()
+        conn = connect(self._url.secret, autocommit=False)
+        try:
+            reclaim_ownership(conn, self._where, self._epoch)
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = SqliteDialect(conn)
+
+    def _drop_writer(self, *, unlock: bool = False) -> None:
+        if self._writer is not None:
+            conn, self._writer = self._writer.conn, None
+            try:
+                if unlock and not conn.broken:
+                    unlock_database(conn)
+            except psycopg.Error:
+                pass  # the lock goes with the session, a moment later
+            finally:
+                conn.close()
+
+    def _close(self) -> None:
+        self._reads.close()
+        self._drop_writer(unlock=True)
+
+    @property
+    def healthy(self) -> bool:
+        """False from a lost connection until the store has reconnected."""
+        return self._stopped_by is None
+
+    def statistics(self) -> StoreStatistics:
+        return StoreStatistics(
+            self._batches, self._operations, self._largest, self._commit_seconds, self._recoveries
+        )
+
+    # -- writes: the SQLite store's operations, through the dialect ----------
+
+    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
+        state = self._state
+        return await self._submit(
+            lambda conn, now: [mailbox_ops.enqueue(conn, state, i, now) for i in items]
+        )
+
+    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
+        state = self._state
+        return self._submit_soon(
+            lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), then
+        )
+
+    async def commit(self, c: Commit) -> CommitResult:
+        state = self._state
+        return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
+
+    async def mark_attempts(
+        self, address: str, first: int, last: int, attempts: int | None = None
+    ) -> None:
+        state = self._state
+        await self._submit(
+            lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last, attempts)
+        )
+
+    async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
+        return await self._submit(
+            lambda conn, now: mailbox_ops.spawn(conn, address, kind, spec, now)
+        )
+
+    async def fire_timers(self) -> list[StoredAck | Exception]:
+        state = self._state
+        return await self._submit(lambda conn, now: mailbox_ops.fire_timers(conn, state, now))
+
+    async def requeue(self, dead_letter_id: int) -> StoredAck | Exception:
+        state = self._state
+        return await self._submit(
+            lambda conn, now: mailbox_ops.requeue(conn, state, dead_letter_id, now)
+        )
+
+    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int:
+        """Forget the idempotency keys stamped more than ``older_than`` seconds
+        before ``now`` (by default the store's clock when the write runs)."""
+        return await self._submit(
+            lambda conn, clock: mailbox_ops.prune_keys(
+                conn, (clock if now is None else now) - older_than
+            )
+        )
+
+    async def retain(
+        self, policy: retention.RetentionPolicy, step: retention.RetentionStep
+    ) -> retention.RetentionStep:
+        """One bounded op of a retention pass, from ``step`` on (see ``_retention``)."""
+        state = self._state
+        return await self._submit(lambda conn, now: retention.retain(conn, state, policy, step))
+
+
+@asynccontextmanager
+async def open_postgres_store(
+    url: str,
+    directory: str | os.PathLike[str],
+    *,
+    node: str | None = None,
+    clock: Callable[[], float] = time.time,
+    max_batch: int = 2048,
+    queue_size: int = 16384,
+    max_cached_actors: int = 10_000,
+) -> AsyncIterator[PostgresStore]:
+    """Lock the data directory, connect to the database at ``url`` (creating
+    callboard's tables in an empty one) and run the writer until exit.
+
+    `StoreUnavailable` if the server cannot be reached, `DataDirectoryLocked`
+    if another store has the database, `DataDirectoryIncompatible` if a newer
+    callboard made it; each names the URL without its password. On exit the
+    writer finishes every queued write before the connections close.
+    """
+    path = Path(directory)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
+    lock = DirectoryLock(path)
+    lock.acquire()
+    store = PostgresStore(
+        url,
+        path,
+        node=node,
+        clock=clock,
+        max_batch=max_batch,
+        queue_size=queue_size,
+        max_cached_actors=max_cached_actors,
+    )
+    try:
+        await trio.to_thread.run_sync(store._open, clock())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store._run_writer)
+            try:
+                yield store
+            finally:
+                store._send.close()
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(store._close)
+        lock.release()
