@@ -10,7 +10,7 @@ below it (tests/test_layers.py walks every import to hold this):
 - ``_local``: this machine: which hosts are it, and the operator's token file.
 - ``mailbox``: addresses, messages, acks, events and dead letters, and their limits.
 - ``views``: what a caller shares with the server: `ActorView`, `RunSpec`, the task operations.
-- ``store``: persistence: the async `Store` protocol and the SQLite store (group commit).
+- ``store``: persistence: the async `Store` protocol, the SQLite and PostgreSQL stores.
 - ``actors``: the `Actor` base, its `Context`, and how it wants to be supervised.
 - ``supervisor``: one actor's life (restarts, dead letters, passivation), and `supervise`.
 - ``runtime``: `open_runtime`, the `Runtime` facade, the directory of its cells, the hub.

@@ -165,6 +165,15 @@ class Directory:
         self._cursor_waiters.setdefault(address, []).append((seq, event))
         return event
 
+    def stop_waiting(self, address: str, event: trio.Event) -> None:
+        """Forget a waiter of `await_cursor` (set or not): its wait is over."""
+        waiters = self._cursor_waiters.get(address)
+        if waiters is None:
+            return
+        waiters[:] = [(seq, e) for seq, e in waiters if e is not event]
+        if not waiters:
+            del self._cursor_waiters[address]
+
     def store_recovered(self) -> None:
         """The store reopened after a fail-stop: the WAL may hold writes whose
         senders were told the outcome is unknown, so every active mailbox is

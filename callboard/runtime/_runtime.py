@@ -408,10 +408,18 @@ class Runtime:
 
     async def wait_handled(self, address: str, seq: int) -> None:
         """Wait until ``address`` has committed the handling of message ``seq``."""
-        record = await self._store.actor(address)
-        if record is not None and record.cursor >= seq:
-            return
-        self._cells.check_open()
-        await self._cells.await_cursor(address, seq).wait()
-        if not self._cells.open:
-            raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
+        # Waiting before the read: a commit while a store's read yields (a
+        # networked one's does) must still wake it.
+        done = self._cells.await_cursor(address, seq) if self._cells.open else None
+        try:
+            record = await self._store.actor(address)
+            if record is not None and record.cursor >= seq:
+                return
+            self._cells.check_open()
+            assert done is not None
+            await done.wait()
+            if not self._cells.open:
+                raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
+        finally:
+            if done is not None:
+                self._cells.stop_waiting(address, done)
