@@ -31,6 +31,7 @@ from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_schema import Fenced
+from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 from ._writer import _Op
 
@@ -59,6 +60,11 @@ class PgBatchWriter:
     _state: WriterState
     _stopped_by: Exception | None
     _recoveries: int
+    _group_commits: GroupCommits
+
+    async def after_next_commit(self) -> None:
+        """See `Store.after_next_commit`."""
+        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
 
     def _reconnect(self) -> None:
         """Open the writer's connection again (`PostgresStore` does it)."""
@@ -75,6 +81,7 @@ class PgBatchWriter:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 started = time.perf_counter()
+                self._group_commits.started()
                 try:
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
@@ -89,6 +96,7 @@ class PgBatchWriter:
                 finally:
                     for op in batch:
                         op.finish()
+                    self._group_commits.finished()
                     self._batches += 1
                     self._operations += len(batch)
                     self._largest = max(self._largest, len(batch))
@@ -96,6 +104,7 @@ class PgBatchWriter:
         finally:
             self._receive.close()
             self._fail_waiting()
+            self._group_commits.finished()
 
     # -- on the writer's thread ----------------------------------------------
 

@@ -45,6 +45,7 @@ from ._pg_schema import (
 )
 from ._pg_writer import PgBatchWriter
 from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
+from ._rhythm import GroupCommits
 from ._writer import _Op
 
 __all__ = ["PostgresStore", "open_postgres_store"]
@@ -86,6 +87,7 @@ class PostgresStore(PgBatchWriter, PgReads):
         self._commit_seconds = 0.0
         self.life = secrets.randbits(62)
         self._state = ops.WriterState(max_cached_actors, life=self.life)
+        self._group_commits = GroupCommits()
         self._stopped_by: Exception | None = None
         self._recoveries = 0
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)

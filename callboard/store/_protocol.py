@@ -70,6 +70,11 @@ class Store(Protocol):
         """One actor's handled batch: state, cursor, events, sends, timers, logs."""
         ...
 
+    async def after_next_commit(self) -> None:
+        """Return once the group commit being written (or, with writes queued,
+        the next one) is done; at once when the writer is idle. Writes nothing."""
+        ...
+
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None
     ) -> None:

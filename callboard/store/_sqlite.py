@@ -35,6 +35,7 @@ from ._full import FullDisk
 from ._lock import DirectoryLock
 from ._protocol import Store
 from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
+from ._rhythm import GroupCommits
 from ._schema import prepare as prepare_schema
 from ._sqlite_reads import SqliteReads
 from ._wal import WalCheckpointer, limit_wal
@@ -116,6 +117,7 @@ class SqliteStore(BatchWriter, SqliteReads):
         self._stopped_by: sqlite3.Error | None = None
         self._recoveries = 0
         self._full = FullDisk(directory)
+        self._group_commits = GroupCommits()
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:

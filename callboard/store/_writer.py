@@ -23,6 +23,7 @@ import trio
 
 from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
 from ._full import FullDisk
+from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 from ._wal import WalCheckpointer
 
@@ -100,6 +101,11 @@ class BatchWriter:
     _stopped_by: sqlite3.Error | None
     _recoveries: int
     _full: FullDisk
+    _group_commits: GroupCommits
+
+    async def after_next_commit(self) -> None:
+        """See `Store.after_next_commit`."""
+        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
 
     def _reopen(self) -> None:
         """Close the files and open them again (`SqliteStore` does it)."""
@@ -116,6 +122,7 @@ class BatchWriter:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 started = time.perf_counter()
+                self._group_commits.started()
                 try:
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
@@ -126,6 +133,7 @@ class BatchWriter:
                 finally:
                     for op in batch:
                         op.finish()
+                    self._group_commits.finished()
                     self._batches += 1
                     self._operations += len(batch)
                     self._largest = max(self._largest, len(batch))
@@ -138,6 +146,7 @@ class BatchWriter:
         finally:
             self._receive.close()
             self._fail_waiting()
+            self._group_commits.finished()
 
     async def _write(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch.

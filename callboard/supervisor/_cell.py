@@ -364,6 +364,10 @@ class ActorCell:
                     self.idle_since = idle_since  # the passivation sweep goes on counting
                     return True
                 continue
+            if len(self._inbox) == 1 and not self._inbox.stale:
+                # One message: let the group commit in flight bring more of
+                # this actor's, so that one commit covers them (`GroupCommits`).
+                await self._svc.store.after_next_commit()
             batch = self._inbox.take(self._svc.batch_max)
             first = batch[0]
             if first.attempt > policy.max_attempts:
