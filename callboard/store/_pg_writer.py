@@ -62,10 +62,6 @@ class PgBatchWriter:
     _recoveries: int
     _group_commits: GroupCommits
 
-    async def after_next_commit(self) -> None:
-        """See `Store.after_next_commit`."""
-        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
-
     def _reconnect(self) -> None:
         """Open the writer's connection again (`PostgresStore` does it)."""
         raise NotImplementedError

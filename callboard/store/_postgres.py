@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -28,8 +28,6 @@ import psycopg
 import trio
 
 from ..errors import StoreUnavailable
-from . import _ops_commit as commit_ops
-from . import _ops_mailbox as mailbox_ops
 from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
@@ -44,14 +42,15 @@ from ._pg_schema import (
     unlock_database,
 )
 from ._pg_writer import PgBatchWriter
-from ._records import Commit, CommitResult, Enqueue, StoredAck, StoreStatistics
+from ._records import StoreStatistics
 from ._rhythm import GroupCommits
 from ._writer import _Op
+from ._writes import StoreWrites
 
 __all__ = ["PostgresStore", "open_postgres_store"]
 
 
-class PostgresStore(PgBatchWriter, PgReads):
+class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
     """The store behind the runtime, on PostgreSQL. Writes are durable on return;
     reads see every write that returned before they began."""
 
@@ -157,55 +156,7 @@ class PostgresStore(PgBatchWriter, PgReads):
             self._batches, self._operations, self._largest, self._commit_seconds, self._recoveries
         )
 
-    # -- writes: the SQLite store's operations, through the dialect ----------
-
-    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
-        state = self._state
-        return await self._submit(
-            lambda conn, now: [mailbox_ops.enqueue(conn, state, i, now) for i in items]
-        )
-
-    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
-        state = self._state
-        return self._submit_soon(
-            lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), then
-        )
-
-    async def commit(self, c: Commit) -> CommitResult:
-        state = self._state
-        return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
-
-    async def mark_attempts(
-        self, address: str, first: int, last: int, attempts: int | None = None
-    ) -> None:
-        state = self._state
-        await self._submit(
-            lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last, attempts)
-        )
-
-    async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
-        return await self._submit(
-            lambda conn, now: mailbox_ops.spawn(conn, address, kind, spec, now)
-        )
-
-    async def fire_timers(self) -> list[StoredAck | Exception]:
-        state = self._state
-        return await self._submit(lambda conn, now: mailbox_ops.fire_timers(conn, state, now))
-
-    async def requeue(self, dead_letter_id: int) -> StoredAck | Exception:
-        state = self._state
-        return await self._submit(
-            lambda conn, now: mailbox_ops.requeue(conn, state, dead_letter_id, now)
-        )
-
-    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int:
-        """Forget the idempotency keys stamped more than ``older_than`` seconds
-        before ``now`` (by default the store's clock when the write runs)."""
-        return await self._submit(
-            lambda conn, clock: mailbox_ops.prune_keys(
-                conn, (clock if now is None else now) - older_than
-            )
-        )
+    # -- writes: the rest are `StoreWrites`', through the dialect -----------
 
     async def retain(
         self, policy: retention.RetentionPolicy, step: retention.RetentionStep

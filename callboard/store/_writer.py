@@ -103,10 +103,6 @@ class BatchWriter:
     _full: FullDisk
     _group_commits: GroupCommits
 
-    async def after_next_commit(self) -> None:
-        """See `Store.after_next_commit`."""
-        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
-
     def _reopen(self) -> None:
         """Close the files and open them again (`SqliteStore` does it)."""
         raise NotImplementedError

@@ -1,0 +1,93 @@
+"""`StoreWrites`: the writes both stores make, through their writer's queue.
+
+Both run the same operation modules (``_ops_mailbox``, ``_ops_commit``)
+against their `WriterState`: SQLite directly, PostgreSQL through its dialect
+wrapper. So each write is queued the same way, and written here once; a
+store supplies ``_submit`` and ``_submit_soon`` (its writer) and its own
+``retain`` (SQLite runs a retention step in a thread, as a slow op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from . import _ops_commit as commit_ops
+from . import _ops_mailbox as mailbox_ops
+from ._records import Commit, CommitResult, Enqueue, StoredAck
+from ._rhythm import GroupCommits
+from ._sqlite_ops import WriterState
+
+__all__ = ["StoreWrites"]
+
+_T = TypeVar("_T")
+
+
+class StoreWrites:
+    """The `Store` writes, queued to the writer of the class this is mixed into."""
+
+    _state: WriterState
+    _group_commits: GroupCommits
+    _send: trio.MemorySendChannel[Any]
+
+    if TYPE_CHECKING:
+
+        async def _submit(self, fn: Callable[[Any, float], _T]) -> _T: ...
+
+        def _submit_soon(
+            self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]
+        ) -> bool: ...
+
+    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
+        state = self._state
+        return await self._submit(
+            lambda conn, now: [mailbox_ops.enqueue(conn, state, i, now) for i in items]
+        )
+
+    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
+        state = self._state
+        return self._submit_soon(
+            lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), then
+        )
+
+    async def commit(self, c: Commit) -> CommitResult:
+        state = self._state
+        return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
+
+    async def mark_attempts(
+        self, address: str, first: int, last: int, attempts: int | None = None
+    ) -> None:
+        state = self._state
+        await self._submit(
+            lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last, attempts)
+        )
+
+    async def after_next_commit(self) -> None:
+        """See `Store.after_next_commit`."""
+        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
+
+    async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
+        return await self._submit(
+            lambda conn, now: mailbox_ops.spawn(conn, address, kind, spec, now)
+        )
+
+    async def fire_timers(self) -> list[StoredAck | Exception]:
+        state = self._state
+        return await self._submit(lambda conn, now: mailbox_ops.fire_timers(conn, state, now))
+
+    async def requeue(self, dead_letter_id: int) -> StoredAck | Exception:
+        state = self._state
+        return await self._submit(
+            lambda conn, now: mailbox_ops.requeue(conn, state, dead_letter_id, now)
+        )
+
+    async def prune_keys(self, older_than: float, *, now: float | None = None) -> int:
+        """Forget the idempotency keys stamped more than ``older_than`` seconds
+        before ``now`` (by default the store's clock when the write runs)."""
+        return await self._submit(
+            lambda conn, clock: mailbox_ops.prune_keys(
+                conn, (clock if now is None else now) - older_than
+            )
+        )
