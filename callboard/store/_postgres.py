@@ -156,7 +156,7 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
             self._batches, self._operations, self._largest, self._commit_seconds, self._recoveries
         )
 
-    # -- writes: the rest are `StoreWrites`', through the dialect -----------
+    # -- writes: the others are in `StoreWrites`, through the dialect ------
 
     async def retain(
         self, policy: retention.RetentionPolicy, step: retention.RetentionStep

@@ -163,7 +163,7 @@ class SqliteStore(BatchWriter, SqliteReads, StoreWrites):
             self._batches, self._operations, self._largest, self._commit_seconds, self._recoveries
         )
 
-    # -- writes: the rest are `StoreWrites`', shared with PostgreSQL ---------
+    # -- writes: the others are in `StoreWrites`, shared with PostgreSQL ----
 
     async def retain(
         self, policy: retention.RetentionPolicy, step: retention.RetentionStep
