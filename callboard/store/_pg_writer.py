@@ -22,25 +22,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import psycopg
 import trio
 
-from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
+from ..errors import StoreUnavailable, UnknownOutcome
+from ._op_queue import OpQueue, _Op
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_schema import Fenced
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
-from ._writer import _Op
 
 log = logging.getLogger("callboard.store")
 
-_T = TypeVar("_T")
 
-
-class PgBatchWriter:
+class PgBatchWriter(OpQueue):
     """The writer loop and the write queue of `PostgresStore` (see the module)."""
 
     _clock: Callable[[], float]
@@ -70,14 +68,8 @@ class PgBatchWriter:
         task_status.started()
         try:
             async for first in self._receive:
-                batch = [first]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                batch = self._take_batch(first)
                 started = time.perf_counter()
-                self._group_commits.started()
                 try:
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
@@ -90,17 +82,9 @@ class PgBatchWriter:
                         self._run_batch, batch, now, limiter=self._writer_thread
                     )
                 finally:
-                    for op in batch:
-                        op.finish()
-                    self._group_commits.finished()
-                    self._batches += 1
-                    self._operations += len(batch)
-                    self._largest = max(self._largest, len(batch))
-                    self._commit_seconds += time.perf_counter() - started
+                    self._settle(batch, started)
         finally:
-            self._receive.close()
-            self._fail_waiting()
-            self._group_commits.finished()
+            self._close_queue()
 
     # -- on the writer's thread ----------------------------------------------
 
@@ -232,39 +216,3 @@ class PgBatchWriter:
                 or f"the PostgreSQL store at {self._where} lost its connection and cannot "
                 f"reconnect yet ({self._reason(stopped or Exception())}); nothing was accepted"
             )
-
-    def _fail_waiting(self) -> None:
-        while True:
-            try:
-                op = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
-            op.finish()
-
-    def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
-        """Queue ``fn`` without waiting; ``then`` hears its outcome on the trio
-        thread after the COMMIT. False, queueing nothing, when the queue is full."""
-        op = _Op(fn)
-        op.then = then
-        try:
-            self._send.send_nowait(op)
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            return False
-        return True
-
-    async def _submit(self, fn: Callable[[Any, float], _T]) -> _T:
-        op = _Op(fn)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            try:
-                self._send.send_nowait(op)
-            except trio.WouldBlock:
-                await self._send.send(op)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise RuntimeClosed("the store is closed; nothing was written") from None
-        # Once queued, the write will happen: its waiter must learn the outcome.
-        await op.wait()
-        if op.error is not None:
-            raise op.error
-        return cast(_T, op.result)

@@ -31,6 +31,7 @@ from ..errors import StoreUnavailable
 from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
+from ._op_queue import _Op
 from ._pg_connect import SecretUrl, connect, redact, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_reads import PgReads, ReaderPool
@@ -44,7 +45,6 @@ from ._pg_schema import (
 from ._pg_writer import PgBatchWriter
 from ._records import StoreStatistics
 from ._rhythm import GroupCommits
-from ._writer import _Op
 from ._writes import StoreWrites
 
 __all__ = ["PostgresStore", "open_postgres_store"]

@@ -31,13 +31,14 @@ from . import _sqlite_ops as ops
 from ._event_reads import EventReaders
 from ._full import FullDisk
 from ._lock import DirectoryLock
+from ._op_queue import _Op
 from ._protocol import Store
 from ._records import StoreStatistics
 from ._rhythm import GroupCommits
 from ._schema import prepare as prepare_schema
 from ._sqlite_reads import SqliteReads
 from ._wal import WalCheckpointer, limit_wal
-from ._writer import BatchWriter, _Op
+from ._writer import BatchWriter
 from ._writes import StoreWrites
 
 __all__ = ["SqliteStore", "open_sqlite_store"]

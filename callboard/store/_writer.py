@@ -1,6 +1,7 @@
 """The writer of `SqliteStore`: its queue, group commit and fail-stop recovery.
 
-Every write is an operation (`_Op`) queued to one writer task, which takes
+Every write is an operation (`_Op`) queued to one writer task (the queue and
+its waiters are `OpQueue`'s, shared with the PostgreSQL writer), which takes
 all that wait, runs them in one transaction and acknowledges them after the
 one COMMIT; the slow path (a held lock, a failed operation, a retention
 step) runs the batch in a worker thread, each operation alone if one fails.
@@ -17,56 +18,17 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
 
 import trio
 
-from ..errors import RuntimeClosed, StoreUnavailable, UnknownOutcome
+from ..errors import StoreUnavailable, UnknownOutcome
 from ._full import FullDisk
+from ._op_queue import OpQueue, _Op
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 from ._wal import WalCheckpointer
 
 log = logging.getLogger("callboard.store")
-
-_T = TypeVar("_T")
-
-
-class _Op:
-    __slots__ = ("done", "error", "fn", "result", "slow", "task", "then")
-
-    def __init__(self, fn: Callable[[sqlite3.Connection, float], Any], slow: bool = False) -> None:
-        self.fn = fn
-        self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
-        self.task: trio.lowlevel.Task | None = None
-        self.then: Callable[[Any], None] | None = None  # told the outcome instead of a task
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def finish(self) -> None:
-        self.done = True
-        if self.task is not None:
-            trio.lowlevel.reschedule(self.task)
-        elif self.then is not None:
-            try:
-                self.then(self.error if self.error is not None else self.result)
-            except Exception:
-                # The write's outcome stands; a caller's failure to hear it must
-                # not stop the acks of the rest of the batch.
-                log.exception("a write's outcome could not be delivered")
-
-    async def wait(self) -> None:
-        if self.done:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-        else:
-            self.task = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
-
-
-def _refuse_abort(_: object) -> trio.lowlevel.Abort:
-    # A queued write will happen; its waiter must learn the outcome.
-    return trio.lowlevel.Abort.FAILED
 
 
 def _is_io_error(exc: sqlite3.Error) -> bool:
@@ -82,7 +44,7 @@ def _committing(conn: sqlite3.Connection) -> bool:
     return not conn.in_transaction
 
 
-class BatchWriter:
+class BatchWriter(OpQueue):
     """The writer loop and the write queue of `SqliteStore` (see the module)."""
 
     _clock: Callable[[], float]
@@ -111,14 +73,8 @@ class BatchWriter:
         task_status.started()
         try:
             async for first in self._receive:
-                batch = [first]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                batch = self._take_batch(first)
                 started = time.perf_counter()
-                self._group_commits.started()
                 try:
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
@@ -127,22 +83,14 @@ class BatchWriter:
                     if any(op.error is None for op in batch):
                         self._full.committed()
                 finally:
-                    for op in batch:
-                        op.finish()
-                    self._group_commits.finished()
-                    self._batches += 1
-                    self._operations += len(batch)
-                    self._largest = max(self._largest, len(batch))
-                    self._commit_seconds += time.perf_counter() - started
+                    self._settle(batch, started)
                 # After the acks, so no sender waits for it; the writes that
                 # arrive meanwhile queue up and share the next commit.
                 if self._wal.due():
                     assert self._writer is not None
                     await trio.to_thread.run_sync(self._wal.checkpoint, self._writer)
         finally:
-            self._receive.close()
-            self._fail_waiting()
-            self._group_commits.finished()
+            self._close_queue()
 
     async def _write(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch.
@@ -253,15 +201,6 @@ class BatchWriter:
                 "reopen its files yet; nothing was accepted"
             )
 
-    def _fail_waiting(self) -> None:
-        while True:
-            try:
-                op = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
-            op.finish()
-
     def _run_batch(self, batch: list[_Op], now: float) -> None:
         """The slow path, in a worker thread: wait for the lock, and redo each
         operation alone if one of them fails, so one bad write sinks no other.
@@ -313,39 +252,3 @@ class BatchWriter:
                 op.error = self._unavailable(exc)
             else:
                 op.error = exc
-
-    def _submit_soon(
-        self, fn: Callable[[sqlite3.Connection, float], Any], then: Callable[[Any], None]
-    ) -> bool:
-        """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
-        on the trio thread after the COMMIT. False, queueing nothing, when the
-        queue is full or closed."""
-        op = _Op(fn)
-        op.then = then
-        try:
-            self._send.send_nowait(op)
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            return False
-        return True
-
-    async def _submit(
-        self, fn: Callable[[sqlite3.Connection, float], _T], slow: bool = False
-    ) -> _T:
-        op = _Op(fn, slow)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            try:
-                # The common case queues without yielding; the wait below is the
-                # schedule point, so each write costs one trip through the scheduler.
-                self._send.send_nowait(op)
-            except trio.WouldBlock:
-                await self._send.send(op)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise RuntimeClosed("the store is closed; nothing was written") from None
-        # Once queued, the write will happen: waiting for it cannot be
-        # cancelled, or a caller could be cancelled after its write became
-        # durable. (A shielded scope would do the same, at several times the cost.)
-        await op.wait()
-        if op.error is not None:
-            raise op.error
-        return cast(_T, op.result)

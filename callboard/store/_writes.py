@@ -3,42 +3,27 @@
 Both run the same operation modules (``_ops_mailbox``, ``_ops_commit``)
 against their `WriterState`: SQLite directly, PostgreSQL through its dialect
 wrapper. So each write is queued the same way, and written here once; a
-store supplies ``_submit`` and ``_submit_soon`` (its writer) and its own
+store's writer takes them from its `OpQueue`, and the store has its own
 ``retain`` (SQLite runs a retention step in a thread, as a slow op).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import trio
 
 from . import _ops_commit as commit_ops
 from . import _ops_mailbox as mailbox_ops
+from ._op_queue import OpQueue
 from ._records import Commit, CommitResult, Enqueue, StoredAck
-from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 
 __all__ = ["StoreWrites"]
 
-_T = TypeVar("_T")
 
-
-class StoreWrites:
+class StoreWrites(OpQueue):
     """The `Store` writes, queued to the writer of the class this is mixed into."""
 
     _state: WriterState
-    _group_commits: GroupCommits
-    _send: trio.MemorySendChannel[Any]
-
-    if TYPE_CHECKING:
-
-        async def _submit(self, fn: Callable[[Any, float], _T]) -> _T: ...
-
-        def _submit_soon(
-            self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]
-        ) -> bool: ...
 
     async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
         state = self._state

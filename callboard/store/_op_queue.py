@@ -1,0 +1,143 @@
+"""The write queue both stores' writers share: operations, their waiters, batches.
+
+A write is an operation (`_Op`) queued to the one writer task. Its caller
+waits for it (`OpQueue._submit`), or is called back (`_submit_soon`). The
+writer takes every operation waiting as one batch (`_take_batch`), writes it
+its own way (SQLite on the trio thread with the COMMIT in a thread,
+PostgreSQL on its connection's thread), then tells every caller at once
+(`_settle`). Kept apart from either writer because none of this depends on
+the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import trio
+
+from ..errors import RuntimeClosed
+from ._rhythm import GroupCommits
+
+__all__ = ["OpQueue", "_Op"]
+
+log = logging.getLogger("callboard.store")
+
+_T = TypeVar("_T")
+
+
+class _Op:
+    __slots__ = ("done", "error", "fn", "result", "slow", "task", "then")
+
+    def __init__(self, fn: Callable[[Any, float], Any], slow: bool = False) -> None:
+        self.fn = fn
+        self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
+        self.task: trio.lowlevel.Task | None = None
+        self.then: Callable[[Any], None] | None = None  # told the outcome instead of a task
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self) -> None:
+        self.done = True
+        if self.task is not None:
+            trio.lowlevel.reschedule(self.task)
+        elif self.then is not None:
+            try:
+                self.then(self.error if self.error is not None else self.result)
+            except Exception:
+                # The write's outcome stands; a caller's failure to hear it must
+                # not stop the acks of the rest of the batch.
+                log.exception("a write's outcome could not be delivered")
+
+    async def wait(self) -> None:
+        if self.done:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        else:
+            self.task = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+
+
+def _refuse_abort(_: object) -> trio.lowlevel.Abort:
+    # A queued write will happen; its waiter must learn the outcome.
+    return trio.lowlevel.Abort.FAILED
+
+
+class OpQueue:
+    """The queue of a store's writer; the store's ``__init__`` sets these."""
+
+    _max_batch: int
+    _send: trio.MemorySendChannel[_Op]
+    _receive: trio.MemoryReceiveChannel[_Op]
+    _group_commits: GroupCommits
+    _batches: int
+    _operations: int
+    _largest: int
+    _commit_seconds: float
+
+    def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
+        """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
+        on the trio thread after the COMMIT. False, queueing nothing, when the
+        queue is full or closed."""
+        op = _Op(fn)
+        op.then = then
+        try:
+            self._send.send_nowait(op)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    async def _submit(self, fn: Callable[[Any, float], _T], slow: bool = False) -> _T:
+        op = _Op(fn, slow)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            try:
+                # The common case queues without yielding; the wait below is the
+                # schedule point, so each write costs one trip through the scheduler.
+                self._send.send_nowait(op)
+            except trio.WouldBlock:
+                await self._send.send(op)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise RuntimeClosed("the store is closed; nothing was written") from None
+        # Once queued, the write will happen: waiting for it cannot be
+        # cancelled, or a caller could be cancelled after its write became
+        # durable. (A shielded scope would do the same, at several times the cost.)
+        await op.wait()
+        if op.error is not None:
+            raise op.error
+        return cast(_T, op.result)
+
+    def _take_batch(self, first: _Op) -> list[_Op]:
+        """``first`` and everything queued behind it, up to ``_max_batch``."""
+        batch = [first]
+        while len(batch) < self._max_batch:
+            try:
+                batch.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        self._group_commits.started()
+        return batch
+
+    def _settle(self, batch: list[_Op], started: float) -> None:
+        """Tell every caller of ``batch`` its outcome (written or refused), and count it."""
+        for op in batch:
+            op.finish()
+        self._group_commits.finished()
+        self._batches += 1
+        self._operations += len(batch)
+        self._largest = max(self._largest, len(batch))
+        self._commit_seconds += time.perf_counter() - started
+
+    def _close_queue(self) -> None:
+        """The writer ends: what is still queued is refused, having run nowhere."""
+        self._receive.close()
+        while True:
+            try:
+                op = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
+            op.finish()
+        self._group_commits.finished()
