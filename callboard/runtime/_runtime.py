@@ -194,12 +194,7 @@ class Runtime:
         # a kind once registered stays: only the others are parsed again.
         cell = self._cells.cells.get(to) if isinstance(to, str) else None
         cls = cell.kind if cell is not None else self._kind_of(to)
-        check_type(type, what=f"the type of a message to {to!r}")
-        if key is not None:
-            check_key(key, what=f"the idempotency key of a message to {to!r}")
-        data = encode_body(body, what=f"the body of {type!r} to {to!r}")
-        self._cells.check_open()
-        item = Enqueue(to, type, data, sender, key, cls.kind if cls.virtual else None)
+        item = self._message(cls, to, type, body, key, sender)
         (result,) = await self._store.enqueue([item])
         if isinstance(result, Exception):
             raise result
@@ -220,17 +215,25 @@ class Runtime:
         cell = self._cells.cells.get(to) if isinstance(to, str) else None
         if cell is None:
             return False
-        check_type(type, what=f"the type of a message to {to!r}")
-        if key is not None:
-            check_key(key, what=f"the idempotency key of a message to {to!r}")
-        data = encode_body(body, what=f"the body of {type!r} to {to!r}")
-        self._cells.check_open()
-        item = Enqueue(to, type, data, sender, key, cell.kind.kind if cell.kind.virtual else None)
+        item = self._message(cell.kind, to, type, body, key, sender)
 
         def stored(result: StoredAck | Exception) -> None:
             then(result if isinstance(result, Exception) else self._accepted(item, result))
 
         return self._store.enqueue_soon(item, stored)
+
+    def _message(
+        self, cls: type[Actor], to: str, kind_of_message: str, body: Any, key: str | None,
+        sender: str | None,
+    ) -> Enqueue:  # fmt: skip
+        """The message to store for a send to ``to`` (of kind ``cls``); raises
+        the error that names what is wrong with it, or that the runtime closed."""
+        check_type(kind_of_message, what=f"the type of a message to {to!r}")
+        if key is not None:
+            check_key(key, what=f"the idempotency key of a message to {to!r}")
+        data = encode_body(body, what=f"the body of {kind_of_message!r} to {to!r}")
+        self._cells.check_open()
+        return Enqueue(to, kind_of_message, data, sender, key, cls.kind if cls.virtual else None)
 
     def _accepted(self, item: Enqueue, result: StoredAck) -> Ack:
         """``item`` is durable: hand it to its actor (a duplicate was already)."""
