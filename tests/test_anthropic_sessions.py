@@ -120,7 +120,7 @@ async def test_the_usage_of_an_anthropic_answer_reaches_the_assistant_message_in
 async def test_a_provider_the_client_does_not_speak_is_refused_at_spawn(tmp_path, workspace):
     with trio.fail_after(10):
         async with callboard.open_runtime(tmp_path / "data", kinds=KINDS) as rt:
-            with pytest.raises(callboard.CallboardError) as refused:
+            with pytest.raises(callboard.BadRequest) as refused:
                 await rt.spawn("session", _spec(workspace, provider="gemini"), "s1")
     assert "'provider' must be 'openai' or 'anthropic'" in str(refused.value)
     assert "'gemini'" in str(refused.value)
