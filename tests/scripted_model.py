@@ -256,7 +256,7 @@ class ScriptedModel:
         return f"http://127.0.0.1:{self._port}{prefix}"
 
     @property
-    def provider(self) -> dict[str, str]:
+    def provider_fields(self) -> dict[str, str]:
         """What a spec adds to use this wire: ``{}``, or ``{"provider": "anthropic"}``."""
         return {"provider": self.wire} if self.wire != "openai" else {}
 

@@ -35,7 +35,7 @@ def spec(model: ScriptedModel, workspace: Path, **overrides: Any) -> dict[str, A
         "base_url": model.base_url,
         "model": "test-model",
         "approvals": "always",
-        **model.provider,
+        **model.provider_fields,
         **overrides,
     }
 

@@ -98,6 +98,23 @@ async def test_a_spec_may_name_the_anthropic_provider_for_an_allowed_url_which_g
     assert configured.requests == []
 
 
+async def test_a_spec_naming_a_url_of_its_own_speaks_openai_unless_it_says_otherwise(
+    tmp_path, workspace
+):
+    with ScriptedModel([], wire="anthropic") as configured, ScriptedModel([text("b")]) as other:
+        settings = {
+            "model_url": configured.base_url,
+            "provider": "anthropic",
+            "allowed_model_urls": [other.base_url],
+        }
+        spec = _spec(workspace, base_url=other.base_url, model="m")
+        with trio.fail_after(20):
+            events = await _one_turn(tmp_path / "data", settings, spec)
+    (done,) = [e.data for e in events if e.type == "turn.completed"]
+    assert done["answer"] == "b"
+    assert (len(other.requests), configured.requests) == (1, [])
+
+
 async def test_the_usage_of_an_anthropic_answer_reaches_the_assistant_message_in_openai_terms(
     tmp_path, workspace
 ):

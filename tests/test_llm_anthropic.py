@@ -21,6 +21,7 @@ from callboard.llm import (
     AssistantReply,
     ChatClient,
     ContextOverflow,
+    MessagesAccumulator,
     ToolCall,
     check_provider,
 )
@@ -268,3 +269,29 @@ def test_a_provider_must_be_one_the_client_speaks():
         check_provider_name(None, None, name)
     with pytest.raises(TypeError, match=r"^'provider' must be 'openai' or 'anthropic'"):
         check_provider_name(None, None, "gemini")
+
+
+def test_a_delta_of_the_wrong_kind_for_its_block_is_malformed_naming_both():
+    accumulator = MessagesAccumulator()
+    block = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+    accumulator.add_event({"type": "content_block_start", "index": 0, "content_block": block})
+    with pytest.raises(ModelError, match=r"^event 2 of the model's stream is malformed: a "):
+        accumulator.add_event(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "x"},
+            }
+        )
+
+
+def test_a_delta_for_a_block_that_never_started_is_malformed():
+    accumulator = MessagesAccumulator()
+    delta = {
+        "type": "content_block_delta",
+        "index": 3,
+        "delta": {"type": "text_delta", "text": "x"},
+    }
+    with pytest.raises(ModelError, match=r"content block 3, which never started") as raised:
+        accumulator.add_event(delta)
+    assert raised.value.retryable is False

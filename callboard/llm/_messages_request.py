@@ -59,7 +59,8 @@ def messages_request(
     """The JSON body of a streamed Messages API request for this conversation.
 
     ``extra_body`` adds fields (``max_tokens``, ``temperature``, ``thinking``...);
-    it cannot override ``model``, ``messages``, ``system``, ``tools`` or streaming.
+    it cannot override ``model``, ``messages`` or streaming, nor ``system`` and
+    ``tools`` when the conversation has them.
 
     Raises:
         ValueError: a message of the conversation has a role or a shape the

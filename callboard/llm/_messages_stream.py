@@ -58,6 +58,8 @@ FINISH_REASONS = {
 }
 """Anthropic's ``stop_reason`` in the OpenAI ``finish_reason`` words callboard reads."""
 
+_READ_BLOCKS = frozenset({"text", "thinking", "tool_use"})
+
 _USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -207,6 +209,8 @@ class MessagesAccumulator:
         block = self._blocks.get(index)
         if block is None:
             self._malformed(f"a delta for content block {index}, which never started", delta)
+        if block.kind not in _READ_BLOCKS:
+            return []  # a block of a kind we skip (a server tool's, a later version's)
         kind = delta.get("type")
         if kind == "text_delta" and block.kind == "text":
             return self._append(block, "content", delta.get("text"), "a text_delta's 'text'")
@@ -217,7 +221,7 @@ class MessagesAccumulator:
             piece = delta.get("partial_json")
             block.parts.append(self._expect(piece, str, "'partial_json' must be a string"))
         elif kind in ("text_delta", "thinking_delta", "input_json_delta"):
-            self._malformed(f"a {kind} for a {block.kind or 'untyped'} block {index}", delta)
+            self._malformed(f"a {kind} for the {block.kind} block {index}", delta)
         return []  # signature_delta, citations_delta, and later kinds
 
     def _append(self, block: _Block, kind: DeltaKind, text: object, what: str) -> list[StreamDelta]:
