@@ -1,13 +1,12 @@
 """The streaming chat client: HTTP, retries and timeouts around the pure decoders.
 
 One call is :meth:`ChatClient.stream_chat`: POST ``{base_url}/chat/completions``
-with ``stream: true`` (or, for the ``anthropic`` provider, ``{base_url}/v1/messages``:
-``_wires`` writes the request), decode the event stream (:mod:`._sse`), fold
-its events into a reply (:mod:`._accumulate`, :mod:`._messages_stream`) and
-hand each text delta to ``on_delta``
-(and every delta, reasoning and refusals too, to ``on_stream_delta``) as it
-arrives, so a session can show it live while only the finished reply is
-stored.
+with ``stream: true`` (for the ``anthropic`` provider, ``{base_url}/v1/messages``;
+``_wires`` writes either request), decode the event stream (:mod:`._sse`),
+fold its events into a reply (:mod:`._accumulate`, :mod:`._messages_stream`)
+and hand each text delta to ``on_delta`` (and every delta, reasoning and
+refusals too, to ``on_stream_delta``) as it arrives, so a session can show it
+live while only the finished reply is stored.
 
 Which failures are retried here, and why only those: a call is retried (with
 capped, jittered exponential backoff) only while nothing of the answer has
