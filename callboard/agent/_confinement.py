@@ -27,13 +27,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadRequest, SpecRefused
+from ..errors import BadRequest, ConfigurationError, SpecRefused
 from ..llm import API_KEY_ENV_VARS
 from ._executor_spec import check_executor
 
 __all__ = [
     "check_executor_host",
     "check_model",
+    "check_spawn_workspace",
     "check_workspace",
     "configured_model_url",
     "confined_workspace",
@@ -73,6 +74,25 @@ def check_workspace(workspace: str, settings: Mapping[str, Any]) -> None:
             "pick a directory under one, or have the operator add a root with "
             "--workspace-root DIR"
         )
+
+
+def check_spawn_workspace(
+    workspace: str, executor: dict[str, Any] | None, settings: Mapping[str, Any]
+) -> None:
+    """At spawn: ``workspace`` lies under a root (`check_workspace`) and, when the
+    tools run on this machine, is a directory that exists (`BadRequest`): else
+    the spawn would succeed and every tool call fail. A workspace on another
+    machine (an ssh ``executor``) is that machine's to check."""
+    check_workspace(workspace, settings)
+    if executor:
+        return
+    if not os.path.exists(workspace):
+        raise BadRequest(
+            f"the workspace {workspace!r} does not exist; create the directory first or "
+            "name one that exists"
+        )
+    if not os.path.isdir(workspace):
+        raise BadRequest(f"the workspace {workspace!r} is not a directory; name a directory")
 
 
 def confined_workspace(workspace: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:
@@ -159,6 +179,13 @@ def jobs_dir(settings: Mapping[str, Any]) -> Path:
     """Where the job files of this host's agents live: ``jobs_dir``, else
     ``<data_dir>/jobs``."""
     configured = settings.get("jobs_dir")
-    if configured:
-        return Path(configured)
-    return Path(settings["data_dir"]) / "jobs"
+    path = Path(configured) if configured else Path(settings["data_dir"]) / "jobs"
+    if not path.is_absolute():
+        # Relative to whatever the working directory is when a tool runs: it
+        # would fail at every start, so the actor fails at once (`Permanent`).
+        setting = "the setting 'jobs_dir'" if configured else "the runtime's data directory"
+        raise ConfigurationError(
+            f"the jobs directory {str(path)!r} (from {setting}) is a relative path; give an "
+            "absolute one (builtin_kinds and open_runtime make theirs absolute)"
+        )
+    return path
