@@ -7,7 +7,10 @@ actor active, or failing its commits) and its store (for what is durable).
 from __future__ import annotations
 
 import builtins
+import difflib
 from typing import Any
+
+import attrs
 
 from ..actors import Actor
 from ..codec import converter, loads, structure_error
@@ -112,6 +115,8 @@ def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) 
         encode_body(spec, what=f"the spec for {address!r}")
         cls.check_spec(spec, cells.settings_for(cls.kind))
         return spec
+    if isinstance(spec, dict):
+        _refuse_unknown_keys(cls.spec_type, spec, address)
     try:
         typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
             spec if spec is not None else {}, cls.spec_type
@@ -123,3 +128,31 @@ def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) 
         ) from None
     cls.check_spec(typed, cells.settings_for(cls.kind))
     return converter.unstructure(typed)
+
+
+def _refuse_unknown_keys(spec_type: type[Any], spec: dict[Any, Any], address: str) -> None:
+    """A key the spec type has no field for is a mistake (``"aprovals"``), not
+    something to ignore while the default applies: refuse it, naming the
+    fields. Generic over the kind's attrs class, so a new field needs nothing here."""
+    if not attrs.has(spec_type):
+        return
+    fields = [field.name for field in attrs.fields(spec_type)]
+    unknown = [key for key in spec if key not in fields]
+    if not unknown:
+        return
+    shown = ", ".join(repr(key) for key in unknown)
+    close = {
+        key: match[0]
+        for key in unknown
+        if isinstance(key, str) and (match := difflib.get_close_matches(key, fields, n=1))
+    }
+    if len(unknown) == 1 and close:
+        hint = f" (did you mean {next(iter(close.values()))!r}?)"
+    elif close:
+        hint = f" (did you mean {', '.join(f'{m!r} for {k!r}' for k, m in close.items())}?)"
+    else:
+        hint = ""
+    raise BadRequest(
+        f"the spec for {address!r} has {'an unknown key' if len(unknown) == 1 else 'unknown keys'} "
+        f"{shown}{hint}; a {spec_type.__qualname__} takes {', '.join(fields)}"
+    )
