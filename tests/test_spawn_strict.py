@@ -74,3 +74,18 @@ async def test_a_task_whose_workspace_is_a_file_is_refused_and_asks_no_model(tmp
     assert str(refused.value) == f"the workspace {str(note)!r} is not a directory; name a directory"
     assert actors == []
     assert model.requests == []
+
+
+async def test_a_task_without_a_workspace_is_refused_when_the_hosts_does_not_exist(tmp_path):
+    missing = tmp_path / "missing"
+    kinds = builtin_kinds({"workspace": missing})
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path / "data", kinds=kinds) as rt:
+            with pytest.raises(callboard.BadRequest) as refused:
+                await rt.spawn("task", {"prompt": "write the note"}, name="t1")
+            actors = await rt.list()
+    assert str(refused.value) == (
+        f"the host's workspace {str(missing)!r} does not exist; create the directory first "
+        "or name one that exists"
+    )
+    assert actors == []

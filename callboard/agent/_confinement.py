@@ -32,6 +32,7 @@ from ..llm import API_KEY_ENV_VARS
 from ._executor_spec import check_executor
 
 __all__ = [
+    "check_directory",
     "check_executor_host",
     "check_model",
     "check_spawn_workspace",
@@ -84,15 +85,18 @@ def check_spawn_workspace(
     the spawn would succeed and every tool call fail. A workspace on another
     machine (an ssh ``executor``) is that machine's to check."""
     check_workspace(workspace, settings)
-    if executor:
-        return
-    if not os.path.exists(workspace):
+    if not executor:
+        check_directory(workspace, "the workspace")
+
+
+def check_directory(path: str, what: str) -> None:
+    """Refuse ``path`` unless it is a directory that exists (`BadRequest`)."""
+    if not os.path.exists(path):
         raise BadRequest(
-            f"the workspace {workspace!r} does not exist; create the directory first or "
-            "name one that exists"
+            f"{what} {path!r} does not exist; create the directory first or name one that exists"
         )
-    if not os.path.isdir(workspace):
-        raise BadRequest(f"the workspace {workspace!r} is not a directory; name a directory")
+    if not os.path.isdir(path):
+        raise BadRequest(f"{what} {path!r} is not a directory; name a directory")
 
 
 def confined_workspace(workspace: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:

@@ -38,7 +38,12 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ._bodies import ApproveBody, TextBody, read_body
-from ._confinement import check_executor_host, check_model, check_spawn_workspace
+from ._confinement import (
+    check_directory,
+    check_executor_host,
+    check_model,
+    check_spawn_workspace,
+)
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
@@ -94,6 +99,8 @@ class Task(TurnRunner):
         # No workspace means the host's own (open_runtime's or serve's --workspace).
         if spec.workspace is not None:
             check_spawn_workspace(spec.workspace, spec.executor, settings)
+        elif settings.get("workspace") and not spec.executor:
+            check_directory(str(settings["workspace"]), "the host's workspace")
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
 
