@@ -89,3 +89,30 @@ async def test_a_task_without_a_workspace_is_refused_when_the_hosts_does_not_exi
         "or name one that exists"
     )
     assert actors == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "said"),
+    [
+        ("session", {"background_on_timeout": "no"},
+         'SessionSpec: must be true or false, got "no" (a string) @ $.background_on_timeout'),
+        ("session", {"on_restart": "never"},
+         "SessionSpec: must be 'continue' or 'interrupt', got \"never\" (a string) @ $.on_restart"),
+        ("task", {"approve": "maybe"},
+         "RunSpec: must be 'always', 'ask' or 'never', got \"maybe\" (a string) @ $.approve"),
+        ("task", {"deadline": "60"}, 'RunSpec: must be a number, got "60" (a string) @ $.deadline'),
+        ("task", {"model": 5}, "RunSpec: must be a string, got 5 (a number) @ $.model"),
+    ],
+    ids=["flag-as-text", "session-word", "task-word", "number-as-text", "text-as-number"],
+)  # fmt: skip
+async def test_a_spec_value_of_the_wrong_json_type_is_refused_not_coerced(
+    tmp_path, workspace, kind, fields, said
+):
+    base = {"workspace": str(workspace)} | ({"prompt": "go"} if kind == "task" else {})
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path / "data", kinds=builtin_kinds()) as rt:
+            with pytest.raises(callboard.BadRequest) as refused:
+                await rt.spawn(kind, base | fields, name="x")
+            actors = await rt.list()
+    assert str(refused.value) == f"the spec for '{kind}/x' is not a valid {said}"
+    assert actors == []

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from ..actors import Actor
-from ..codec import converter, loads, structure_error
+from ..codec import Refused, converter, loads, refusals, structure_error
 from ..errors import BadRequest, UnknownActor
 from ..mailbox import encode_body
 from ..views import ActorInfo, ActorView
@@ -124,7 +124,7 @@ def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) 
     except Exception as exc:
         raise BadRequest(
             f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
-            f"{structure_error(exc)}"
+            f"{_spec_error(exc)}"
         ) from None
     cls.check_spec(typed, cells.settings_for(cls.kind))
     return converter.unstructure(typed)
@@ -155,4 +155,17 @@ def _refuse_unknown_keys(spec_type: type[Any], spec: dict[Any, Any], address: st
     raise BadRequest(
         f"the spec for {address!r} has {'an unknown key' if len(unknown) == 1 else 'unknown keys'} "
         f"{shown}{hint}; a {spec_type.__qualname__} takes {', '.join(fields)}"
+    )
+
+
+def _spec_error(exc: BaseException) -> str:
+    """Why a spec did not structure: in a strict field's own words (`Refused`:
+    "must be true or false, got "no" (a string) @ $.background_on_timeout"),
+    else in cattrs' (`structure_error`), which drops those words."""
+    found = refusals(exc)
+    if not found or not all(isinstance(inner, Refused) for _, inner in found):
+        return structure_error(exc)
+    return "; ".join(
+        f"{inner} @ $" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
+        for path, inner in found
     )
