@@ -8,8 +8,10 @@ actor fail within its bound has seen it fail without one.
 
 from __future__ import annotations
 
+import attrs
 import trio
 from scripted_model import ScriptedModel, text, tool_call
+from store_backends import write_rows
 from task_helpers import spec
 
 import callboard
@@ -38,6 +40,22 @@ class NeverStarts(callboard.Actor):
 
     async def on_start(self, ctx: callboard.Context) -> None:
         raise callboard.Permanent("the licence file is missing")
+
+
+@attrs.frozen
+class Plan:
+    size: int
+
+
+class Planned(callboard.Actor):
+    """Spawned with a `Plan`; counts what it is sent."""
+
+    kind = "planned"
+    spec_type = Plan
+    supervision = SLOW_RESTARTS
+
+    async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
+        self.state["seen"] = self.state.get("seen", 0) + 1
 
 
 async def _types_until(rt: callboard.Runtime, address: str, last: str) -> list[str]:
@@ -117,3 +135,28 @@ async def test_relative_data_and_workspace_paths_are_taken_against_the_directory
     assert (tmp_path / "ws" / "note.txt").read_text() == "hi\n"
     assert data_dir == tmp_path / "data"
     assert len(model.requests) == 2
+
+
+async def test_a_stored_spec_that_no_longer_structures_fails_the_actor_at_once_naming_it(
+    store_url, tmp_path
+):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=[Planned], store=store_url) as rt:
+            await rt.spawn("planned", {"size": 1}, name="p")
+        # What the spec class takes changed under the spec it was spawned with.
+        write_rows(tmp_path, store_url, "UPDATE actors SET spec = ?", (b'{"size": "big"}',))
+        async with callboard.open_runtime(tmp_path, kinds=[Planned], store=store_url) as rt:
+            await rt.send("planned/p", "count", {})
+            async with rt.subscribe("planned/p", after=0) as events:
+                async for event in events:
+                    if event.type == "actor.failed":
+                        break
+            view = await rt.inspect("planned/p")
+    assert (view.status, view.restarts, view.mailbox) == ("failed", 0, 1)
+    assert view.state is None  # inspect shows no state it cannot build, and says why:
+    assert view.last_error is not None
+    assert (view.last_error["type"], view.last_error["message"]) == (
+        "StateError",
+        "the spec 'planned/p' was spawned with does not structure into Plan: invalid value "
+        "for type, expected int @ $.size; make the spec class take what it was spawned with",
+    )
