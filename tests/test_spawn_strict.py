@@ -116,3 +116,18 @@ async def test_a_spec_value_of_the_wrong_json_type_is_refused_not_coerced(
             actors = await rt.list()
     assert str(refused.value) == f"the spec for '{kind}/x' is not a valid {said}"
     assert actors == []
+
+
+async def test_a_relative_host_workspace_given_as_a_runtime_setting_is_refused_at_spawn(tmp_path):
+    with ScriptedModel([]) as model, trio.fail_after(20):
+        async with callboard.open_runtime(
+            tmp_path / "data", kinds=builtin_kinds(), settings={"workspace": "ws/"}
+        ) as rt:
+            with pytest.raises(callboard.ConfigurationError) as refused:
+                await rt.tasks.spawn(spec(model))
+            actors = await rt.list()
+    assert str(refused.value) == (
+        "the host's workspace 'ws/' is a relative path; give it to builtin_kinds({'workspace': "
+        "...}), which makes it absolute, or make it absolute"
+    )
+    assert actors == []

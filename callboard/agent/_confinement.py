@@ -39,6 +39,7 @@ __all__ = [
     "check_workspace",
     "configured_model_url",
     "confined_workspace",
+    "host_workspace",
     "model_key",
 ]
 
@@ -87,6 +88,24 @@ def check_spawn_workspace(
     check_workspace(workspace, settings)
     if not executor:
         check_directory(workspace, "the workspace")
+
+
+def host_workspace(settings: Mapping[str, Any]) -> str | None:
+    """The host's own workspace (a task's when its spec names none), or None.
+
+    `builtin_kinds` makes it absolute; one given as a relative path some other
+    way (``open_runtime(settings=...)``) would mean wherever the working
+    directory is when a tool runs, so it is refused (`ConfigurationError`).
+    """
+    workspace = settings.get("workspace")
+    if not workspace:
+        return None
+    if not os.path.isabs(workspace):
+        raise ConfigurationError(
+            f"the host's workspace {str(workspace)!r} is a relative path; give it to "
+            "builtin_kinds({'workspace': ...}), which makes it absolute, or make it absolute"
+        )
+    return str(workspace)
 
 
 def check_directory(path: str, what: str) -> None:
