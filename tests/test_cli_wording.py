@@ -10,6 +10,7 @@ process) or a real ``callboard serve``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -135,3 +136,21 @@ async def test_serve_on_a_port_in_use_exits_1_naming_the_option_and_the_port(tmp
         f"callboard serve?); stop what holds it, or pick another port ({option} 0 picks a "
         "free one)"
     )
+
+
+async def test_the_repl_names_its_own_argument_for_a_bad_address_too(tmp_path):
+    script = b"send notanaddr prompt\ntail Bad/*\nls\n"
+    with trio.fail_after(30):
+        async with serving(tmp_path / "data") as server:
+            done = await trio.run_process(
+                [*CALLBOARD, "repl", "--url", server.url], cwd=REPO,
+                env=subprocess_env(CALLBOARD_HISTORY=os.devnull), stdin=script,
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, b"no actors\n")
+    assert done.stderr.decode().splitlines() == [
+        "error: send: argument ADDRESS: address 'notanaddr' has no '/': write it as KIND/NAME, "
+        "e.g. 'session/s1'",
+        "error: tail: argument ADDRESS: pattern 'Bad/*' has kind 'Bad', which does not match "
+        "[a-z][a-z0-9_-]{0,31}",
+    ]
