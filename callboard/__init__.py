@@ -45,6 +45,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "BadMessage",
         "BadRequest",
         "CallboardError",
+        "ConfigurationError",
         "CrashReason",
         "DataDirectoryIncompatible",
         "DataDirectoryLocked",
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Lagged",
         "ModelError",
         "PathEscape",
+        "Permanent",
         "Pruned",
         "RuntimeClosed",
         "SpawnConflict",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
     from .errors import BadMessage as BadMessage
     from .errors import BadRequest as BadRequest
     from .errors import CallboardError as CallboardError
+    from .errors import ConfigurationError as ConfigurationError
     from .errors import CrashReason as CrashReason
     from .errors import DataDirectoryIncompatible as DataDirectoryIncompatible
     from .errors import DataDirectoryLocked as DataDirectoryLocked
@@ -122,6 +125,7 @@ if TYPE_CHECKING:
     from .errors import Lagged as Lagged
     from .errors import ModelError as ModelError
     from .errors import PathEscape as PathEscape
+    from .errors import Permanent as Permanent
     from .errors import Pruned as Pruned
     from .errors import RuntimeClosed as RuntimeClosed
     from .errors import SpawnConflict as SpawnConflict
@@ -169,6 +173,7 @@ __all__ = [
     "CallboardError",
     "Cancelled",
     "ChildSpec",
+    "ConfigurationError",
     "Context",
     "CrashReason",
     "DataDirectoryIncompatible",
@@ -183,6 +188,7 @@ __all__ = [
     "Message",
     "ModelError",
     "PathEscape",
+    "Permanent",
     "Pruned",
     "RunSpec",
     "Runtime",

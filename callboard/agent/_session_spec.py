@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..codec import strict_json
 from ..tools import ApprovalPolicy
 from ..views import check_provider_name
 from ._executor_spec import check_executor, check_key_env
@@ -36,6 +37,7 @@ def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
             raise TypeError(f"'approvals': {exc}") from None
 
 
+@strict_json()
 @attrs.frozen
 class SessionSpec:
     """How a session is spawned (JSON over the gateway).

@@ -14,11 +14,14 @@ never depends on the graceful path.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -236,6 +239,21 @@ async def _sandbox(args: argparse.Namespace) -> Sandbox | None:
     return None
 
 
+@contextmanager
+def _naming_port(option: str, host: str, port: int) -> Iterator[None]:
+    """A port that cannot be bound is named with the option that chose it: the
+    bare "[Errno 98] Address already in use" says neither which port nor which of two."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise CallboardError(
+            f"{option} {port}: {host}:{port} is already in use (another callboard serve?); "
+            f"stop what holds it, or pick another port ({option} 0 picks a free one)"
+        ) from None
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -260,15 +278,17 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
             with stopping:
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:
-                    url = await nursery.start(gateway.serve)
+                    with _naming_port("--port", args.host, args.port):
+                        url = await nursery.start(gateway.serve)
                     where = f"callboard serving {url} with data in {data}"
                     if args.store is not None:
                         where += f", actors in {redact_url(args.store)}"
                     if args.metrics_port is not None:
-                        metrics = await nursery.start(
-                            serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,
-                            gateway.operator_token,
-                        )  # fmt: skip
+                        with _naming_port("--metrics-port", args.metrics_host, args.metrics_port):
+                            metrics = await nursery.start(
+                                serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,
+                                gateway.operator_token,
+                            )  # fmt: skip
                         where += f", metrics at {metrics}"
                     if config.token is None:
                         log.info("the operator token is in %s (mode 0600)", data / "token")

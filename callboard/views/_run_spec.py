@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ..codec import strict_json
+
 __all__ = [
     "APPROVALS",
     "DEFAULT_TASK_SYSTEM_PROMPT",
@@ -139,6 +141,7 @@ def _check_workspace(instance: RunSpec, attribute: Any, value: Any) -> None:
         raise TypeError(f"'workspace' must be an absolute path to a directory, got {value!r}")
 
 
+@strict_json()
 @attrs.frozen
 class RunSpec:
     """How a task is spawned (JSON over the gateway; ``deadline`` in seconds there).
