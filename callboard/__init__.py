@@ -73,6 +73,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancelled",
         "DeadlineExceeded",
         "Failed",
+        "MessageOutcome",
+        "PendingApproval",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -149,6 +151,8 @@ if TYPE_CHECKING:
     from .views import Cancelled as Cancelled
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
+    from .views import MessageOutcome as MessageOutcome
+    from .views import PendingApproval as PendingApproval
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
     from .views import Succeeded as Succeeded
@@ -181,8 +185,10 @@ __all__ = [
     "Forbidden",
     "Lagged",
     "Message",
+    "MessageOutcome",
     "ModelError",
     "PathEscape",
+    "PendingApproval",
     "Pruned",
     "RunSpec",
     "Runtime",

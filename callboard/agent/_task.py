@@ -156,7 +156,7 @@ class Task(TurnRunner):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved)
+                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
