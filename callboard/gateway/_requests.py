@@ -334,6 +334,9 @@ configure_tagged_union(Request, converter, tag_generator=_OP_OF.__getitem__, tag
 _structure = converter.get_structure_hook(Request)  # once: the converter's lookup costs ~1 us
 
 
+_REQUIRED_NOT_STRINGS = {"dead_letter": "an integer >= 1 (a dead letter's id)"}
+
+
 class FieldRefused(ValueError):
     """A request with a field the server cannot take; the message names the field."""
 
@@ -346,7 +349,8 @@ def structure_request(frame: dict[str, Any]) -> Request:
     except (BaseValidationError, Refused) as exc:
         path, first = refusals(exc)[0]
         field = path[0] if path else "?"
-        if isinstance(first, KeyError):  # every required field is a string
-            raise FieldRefused(f"field {field!r} is missing: it must be a string") from None
+        if isinstance(first, KeyError):  # every required field is a string, but these
+            what = _REQUIRED_NOT_STRINGS.get(str(field), "a string")
+            raise FieldRefused(f"field {field!r} is missing: it must be {what}") from None
         predicate = first.predicate if isinstance(first, Refused) else f"is not valid ({first})"
         raise FieldRefused(f"field {field!r} {predicate}") from None
