@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 from test_core_retention import Diary, held, quiet, tell
 
 import callboard
@@ -72,21 +73,53 @@ async def test_a_live_actor_is_not_deleted_and_the_refusal_names_its_status(stor
     assert kept == {"actors": 1, "events": 2, "logs": 1, "mailbox": 0, "keys": 0, "timers": 1}
 
 
+class Gate(callboard.Actor):
+    """Virtual. ``hold`` waits in its handler until the test opens ``release``
+    (``entered`` says it is there); anything else emits ``seen``."""
+
+    kind = "gate"
+    virtual = True
+    entered: trio.Event
+    release: trio.Event
+
+    async def handle(self, ctx, message):
+        if message.type == "hold":
+            Gate.entered.set()
+            await Gate.release.wait()
+        else:
+            ctx.emit("seen", {"seq": message.seq})
+
+
 async def test_a_message_its_actor_ended_before_handling_is_told_not_handled(store_url, data):
+    Gate.entered, Gate.release = trio.Event(), trio.Event()
     with trio.fail_after(20):
         async with callboard.open_runtime(
-            data, kinds=[Diary], config=quiet(), store=store_url
+            data, kinds=[Gate], config=quiet(), store=store_url
         ) as rt:
-            await tell(rt, "diary/d", "write", {"n": 0})
-            head = await rt.head("diary/d")
-            # Both are durable before the actor looks at either: it ends at the first.
-            end, write = await rt.send("diary/d", "end"), await rt.send("diary/d", "write", {})
-            outcome = await rt.wait_outcome("diary/d", write.seq, head)
-            handled = await rt.wait_outcome("diary/d", end.seq, head)
+            hold = await rt.send("gate/g", "hold")
+            await Gate.entered.wait()
+            head = await rt.head("gate/g")
+            # Queued behind the batch being handled; the stop comes before it.
+            later = await rt.send("gate/g", "later")
+            rt._cells.cells["gate/g"].request_stop()
+            outcomes: list[callboard.MessageOutcome] = []
+
+            async def wait_for_later() -> None:
+                outcomes.append(await rt.wait_outcome("gate/g", later.seq, head))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait_for_later)
+                # Its wait is registered before its first read: the actor's end wakes it.
+                await trio.testing.wait_all_tasks_blocked()
+                Gate.release.set()
+                status = await rt.stop("gate/g")
+            (outcome,) = outcomes
+            handled = await rt.wait_outcome("gate/g", hold.seq, head)
             with pytest.raises(callboard.ActorStopped) as stopped:
-                await rt.wait_handled("diary/d", write.seq)
+                await rt.wait_handled("gate/g", later.seq)
+    assert status == "stopped"
     assert outcome == callboard.MessageOutcome(
-        "not_handled", "diary/d ended (stopped) before it handled message 3"
+        "not_handled", "gate/g ended (stopped) before it handled message 2"
     )
     assert handled == callboard.MessageOutcome("handled")
-    assert str(stopped.value) == "diary/d ended (stopped) before it handled message 3"
+    assert str(stopped.value) == "gate/g ended (stopped) before it handled message 2"

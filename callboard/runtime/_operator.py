@@ -1,5 +1,5 @@
 """What an operator asks of the runtime: the approvals waiting, deleting an
-ended actor, and how a message came out once its actor handled it.
+ended actor, and waiting for a message to be handled (and how it came out).
 
 Functions over the runtime's `Directory`, as `_views` reads are; the
 `Runtime` facade offers each as a method. Everything here reads the store
@@ -13,14 +13,14 @@ import logging
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import BadRequest, CallboardError, UnknownActor
+from ..errors import ActorStopped, BadRequest, CallboardError, RuntimeClosed, UnknownActor
 from ..store import ActorRecord
 from ..supervisor import restore
 from ..views import MessageOutcome, PendingApproval
 from . import _views
 from ._directory import Directory
 
-__all__ = ["approvals", "delete", "wait_outcome"]
+__all__ = ["approvals", "delete", "wait_handled", "wait_outcome"]
 
 log = logging.getLogger("callboard.runtime")
 
@@ -92,27 +92,39 @@ async def delete(cells: Directory, address: str) -> None:
             return
 
 
+async def wait_handled(cells: Directory, address: str, seq: int) -> None:
+    """Wait until ``address`` has committed the handling of message ``seq``;
+    `ActorStopped` if it ended first, `RuntimeClosed` if the runtime did."""
+    while True:
+        # Waiting before the read: a commit while a store's read yields (a
+        # networked one's does) must still wake it. An actor that ends wakes it too.
+        done = cells.await_cursor(address, seq) if cells.open else None
+        try:
+            record = await cells.store.actor(address)
+            if record is not None and record.cursor >= seq:
+                return
+            if record is not None and record.final:
+                raise ActorStopped(
+                    f"{address} ended ({record.status}) before it handled message {seq}"
+                )
+            cells.check_open()
+            assert done is not None
+            await done.wait()
+            if not cells.open:
+                raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
+        finally:
+            if done is not None:
+                cells.stop_waiting(address, done)
+
+
 async def wait_outcome(cells: Directory, address: str, seq: int, after: int) -> MessageOutcome:
     """Wait until ``address`` has handled message ``seq`` (or ended first) and say
     how it came out; ``after`` is the actor's event head before the send, where
     a rejection may start. Cancel to stop waiting: nothing is changed."""
-    while True:
-        done = cells.await_cursor(address, seq)
-        try:
-            record = await cells.store.actor(address)
-            if record is None:
-                raise UnknownActor(f"there is no actor at {address!r}; it was deleted")
-            if record.cursor >= seq:
-                break
-            if record.final:
-                return MessageOutcome(
-                    "not_handled",
-                    f"{address} ended ({record.status}) before it handled message {seq}",
-                )
-            cells.check_open()
-            await done.wait()
-        finally:
-            cells.stop_waiting(address, done)
+    try:
+        await wait_handled(cells, address, seq)
+    except ActorStopped as ended:
+        return MessageOutcome("not_handled", str(ended))
     for letter in await cells.store.dead_letters(address):
         if letter.seq == seq:
             error = loads(letter.error)

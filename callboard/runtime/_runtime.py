@@ -34,14 +34,7 @@ import trio
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import (
-    ActorStopped,
-    BadRequest,
-    RuntimeClosed,
-    SpawnConflict,
-    UnknownActor,
-    UnknownKind,
-)
+from ..errors import BadRequest, SpawnConflict, UnknownActor, UnknownKind
 from ..mailbox import (
     Ack,
     Address,
@@ -427,28 +420,7 @@ class Runtime:
     async def wait_handled(self, address: str, seq: int) -> None:
         """Wait until ``address`` has committed the handling of message ``seq``;
         `ActorStopped` if it ended before it did."""
-        while True:
-            # Waiting before the read: a commit while a store's read yields (a
-            # networked one's does) must still wake it.
-            done = self._cells.await_cursor(address, seq) if self._cells.open else None
-            try:
-                record = await self._store.actor(address)
-                if record is not None and record.cursor >= seq:
-                    return
-                if record is not None and record.final:
-                    raise ActorStopped(
-                        f"{address} ended ({record.status}) before it handled message {seq}"
-                    )
-                self._cells.check_open()
-                assert done is not None
-                await done.wait()
-                if not self._cells.open:
-                    raise RuntimeClosed(
-                        f"the runtime closed before {address} handled message {seq}"
-                    )
-            finally:
-                if done is not None:
-                    self._cells.stop_waiting(address, done)
+        await _operator.wait_handled(self._cells, address, seq)
 
     # -- what an operator asks (`_operator`) -------------------------------------------
 
