@@ -124,7 +124,9 @@ class Actor:
 
         How `Runtime.approvals` lists them across kinds without knowing any:
         it restores each actor that has not ended from its last commit and
-        asks. None by default; the agent's kinds list their running turn's.
+        asks. A call waiting for an answer is unfinished work, so only actors
+        whose last commit was `is_busy` are asked. None by default; the
+        agent's kinds list their running turn's.
         """
         return []
 

@@ -66,7 +66,8 @@ async def approvals(cells: Directory, address: str | None) -> builtins.list[Pend
 
 
 def _pending(cls: type[Actor], record: ActorRecord) -> builtins.list[PendingApproval]:
-    if record.final or record.state is None:
+    # Waiting for an answer is unfinished work, so only a busy actor is restored.
+    if record.final or not record.busy or record.state is None:
         return []
     return restore(cls, record.address, record).pending_approvals()
 

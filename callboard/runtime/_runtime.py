@@ -412,6 +412,8 @@ class Runtime:
         """Put a dead letter back at the end of its actor's mailbox."""
         self._cells.check_open()
         result = await self._store.requeue(dead_letter_id)
+        if isinstance(result, LookupError):
+            raise BadRequest(f"{result}; dead_letters lists them") from None
         if isinstance(result, Exception):
             raise result
         self._cells.poke(result.address)

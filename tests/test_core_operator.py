@@ -1,5 +1,6 @@
-"""`Runtime.delete` and `Runtime.wait_outcome` on both stores: an operator removes
-an actor that has ended, and learns how a message came out once it was handled."""
+"""What an operator asks of the embedded runtime, on both stores: `Runtime.delete`
+removes an actor that has ended, `Runtime.wait_outcome` says how a message came
+out once it was handled, `Runtime.requeue` names what it cannot find."""
 
 from __future__ import annotations
 
@@ -123,3 +124,13 @@ async def test_a_message_its_actor_ended_before_handling_is_told_not_handled(sto
     )
     assert handled == callboard.MessageOutcome("handled")
     assert str(stopped.value) == "gate/g ended (stopped) before it handled message 2"
+
+
+async def test_requeueing_a_dead_letter_that_is_not_there_is_a_bad_request(store_url, data):
+    with trio.fail_after(20):
+        async with callboard.open_runtime(
+            data, kinds=[Diary], config=quiet(), store=store_url
+        ) as rt:
+            with pytest.raises(callboard.BadRequest) as missing:
+                await rt.requeue(41)
+    assert str(missing.value) == "there is no dead letter with id 41; dead_letters lists them"
