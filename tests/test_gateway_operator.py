@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import trio
 from client_helpers import serving
 from gateway_wire import Client, connect
 from scripted_model import ScriptedModel, text, tool_call
 
+import callboard
+from callboard.client import connect as client_connect
 from callboard.gateway import add_client_token
 from callboard.mailbox import format_at
 
@@ -116,3 +119,41 @@ async def test_a_scoped_token_sees_only_its_own_approvals_and_dead_letters(tmp_p
     assert (missing["code"], missing["message"]) == (
         "bad_request", "there is no dead letter with id 99; dead_letters lists them"
     )  # fmt: skip
+
+
+async def test_the_python_client_returns_the_runtimes_own_types(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with trio.fail_after(60), ScriptedModel([WRITE_NOTE, text("not written")]) as model:
+        async with serving(tmp_path / "data") as server, client_connect(server.url) as client:
+            spec = callboard.RunSpec("write the note", base_url=model.base_url, model="m",
+                                     approve="ask", workspace=str(workspace))  # fmt: skip
+            handle = await client.tasks.spawn(spec, name="t1")
+            async with client.subscribe(handle, after=0) as events:
+                async for event in events:
+                    if event.type == "approval.requested":
+                        break
+            remote, local = await client.approvals(), await server.rt.approvals()
+            await client.tasks.approve(handle, approved=False, reason="not today")
+            settled = await client.tasks.wait(handle, timeout=30)
+            await client.send("counter/c", "burst")
+            ack, outcome = await client.send_and_wait("counter/c", "add")
+            (letter,) = await client.dead_letters()
+            (held,) = await server.rt.dead_letters()
+            requeued = await client.requeue(letter.id)
+            await client.stop("counter/c")
+            await client.delete("counter/c")
+            gone = await server.rt.has_actor("counter/c")
+    (pending,) = remote
+    assert attrs.evolve(pending, requested_at=None) == attrs.evolve(local[0], requested_at=None)
+    assert format_at(pending.requested_at) == format_at(local[0].requested_at)
+    assert (pending.actor, pending.call_id, pending.tool) == ("task/t1", "call_1", "write_file")
+    assert isinstance(settled, callboard.Settled)
+    assert model.requests[1]["messages"][-1]["content"] == (
+        "denied: the user did not approve this write_file call. Their reason: not today"
+    )
+    assert (ack.seq, outcome) == (2, callboard.MessageOutcome("handled"))
+    assert attrs.evolve(letter, at=0.0) == attrs.evolve(held, at=0.0)
+    assert isinstance(letter, callboard.DeadLetter)
+    assert requeued.seq == 3
+    assert gone is False
