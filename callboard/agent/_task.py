@@ -73,7 +73,7 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
-    "approved"}``), ``deadline`` (the task's own timer), and ``job.finished``
+    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
     from one of its jobs. After the task settled, a message is answered with
     ``message.rejected``.
     """
