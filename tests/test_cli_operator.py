@@ -187,9 +187,8 @@ async def test_send_wait_says_handled_or_exits_1_with_the_rejection(tmp_path):
 
 
 async def test_a_dead_lettered_message_is_listed_requeued_and_send_wait_says_so(tmp_path):
-    supervision = callboard.RuntimeConfig()
     with trio.fail_after(60):
-        async with serving(tmp_path, runtime=supervision) as server:
+        async with serving(tmp_path) as server:
             # ``burst`` without ``n`` raises in the handler, every attempt.
             failed = await cli("send", "counter/c", "burst", "--wait", "--url", server.url)
             (letter,) = await server.rt.dead_letters()
