@@ -75,6 +75,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancelled",
         "DeadlineExceeded",
         "Failed",
+        "MessageOutcome",
+        "PendingApproval",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -153,6 +155,8 @@ if TYPE_CHECKING:
     from .views import Cancelled as Cancelled
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
+    from .views import MessageOutcome as MessageOutcome
+    from .views import PendingApproval as PendingApproval
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
     from .views import Succeeded as Succeeded
@@ -186,8 +190,10 @@ __all__ = [
     "Forbidden",
     "Lagged",
     "Message",
+    "MessageOutcome",
     "ModelError",
     "PathEscape",
+    "PendingApproval",
     "Permanent",
     "Pruned",
     "RunSpec",

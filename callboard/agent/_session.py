@@ -77,7 +77,7 @@ class Session(TurnRunner):
 
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
-    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved"}``;
+    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
     ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
@@ -156,7 +156,7 @@ class Session(TurnRunner):
                 self._cancel(ctx, message, cancel.turn_id)
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved)
+                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)

@@ -79,7 +79,7 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
-    "approved"}``), ``deadline`` (the task's own timer), and ``job.finished``
+    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
     from one of its jobs. After the task settled, a message is answered with
     ``message.rejected``.
     """
@@ -164,7 +164,7 @@ class Task(TurnRunner):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved)
+                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)

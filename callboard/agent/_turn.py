@@ -216,7 +216,7 @@ async def drive_turn(
             _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
         elif isinstance(step, RequestApproval):
             call = step.call
-            record_approval_asked(turn, call.id)
+            record_approval_asked(turn, call.id, ctx.now())
             ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
         elif isinstance(step, AwaitApproval):
             await wait_approval()

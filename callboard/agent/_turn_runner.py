@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import trio
 
 from ..actors import Actor, Context
@@ -24,6 +25,7 @@ from ..errors import ModelError
 from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ..views import PendingApproval
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
@@ -149,15 +151,30 @@ class TurnRunner(Actor):
 
     # -- approvals -------------------------------------------------------------------
 
-    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls of the running turn that wait for a person's answer (see `Actor`)."""
+        turn = self.state.active
+        if turn is None:
+            return []
+        return [
+            PendingApproval(self.address, c.id, c.name, _arguments(c.arguments), c.asked_at)
+            for c in turn.awaiting_approval()
+        ]
+
+    def _approve(
+        self, ctx: Context, message: Message, call_id: object, approved: object,
+        reason: str | None = None,
+    ) -> None:  # fmt: skip
         turn = self.state.active
         try:
-            answered = answer_approval(turn, call_id, approved)
+            answered = answer_approval(turn, call_id, approved, reason)
         except ValueError as refused:
             reject(ctx, message, str(refused))
             return
         assert turn is not None
-        answer = {"call_id": answered, "approved": approved}
+        answer: dict[str, Any] = {"call_id": answered, "approved": approved}
+        if reason is not None:
+            answer["reason"] = reason
         ctx.emit("approval.answered", {**turn_event(turn), **answer})
         # A fresh event for the next approval; the turn waiting on this one wakes.
         self._approvals.set()
@@ -165,6 +182,15 @@ class TurnRunner(Actor):
 
     async def _wait_approval(self) -> None:
         await self._approvals.wait()
+
+
+def _arguments(text: str) -> Any:
+    """A call's arguments as the model sent them: the JSON they spell, or the
+    text itself when it is no JSON (a model may send broken arguments)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
 
 
 def agent_settings(

@@ -16,7 +16,7 @@ import attrs
 import orjson
 
 from ..client import Client
-from ..errors import BadAddress
+from ..errors import BadAddress, BadRequest
 from ..mailbox import KIND_PATTERN, Event, format_at, parse_address
 
 __all__ = [
@@ -124,13 +124,23 @@ def _send_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("body", metavar="JSON", nargs="?", type=json_argument, default=None,
                    help="the message body as JSON (default: null)")  # fmt: skip
     p.add_argument("--key", metavar="K", help="idempotency key: a repeat is not delivered again")
+    p.add_argument("--wait", action="store_true",
+                   help="return once the actor has handled it; exit 1 with the reason if "
+                   "it was rejected or dead-lettered")  # fmt: skip
 
 
 async def _send(client: Client, args: argparse.Namespace, out: Output) -> None:
-    ack = await client.send(args.address, args.type, args.body, key=args.key)
+    if args.wait:
+        ack, outcome = await client.send_and_wait(args.address, args.type, args.body, key=args.key)
+        if not outcome.ok:
+            raise BadRequest(f"{args.address} did not apply message {ack.seq}: {outcome.reason}")
+    else:
+        ack = await client.send(args.address, args.type, args.body, key=args.key)
     note = " (duplicate: delivered before, not again)" if ack.duplicate else ""
-    out.emit(f"sent to {args.address} as seq {ack.seq}{note}",
-             {"seq": ack.seq, "duplicate": ack.duplicate})  # fmt: skip
+    handled = " and handled" if args.wait else ""
+    data = {"seq": ack.seq, "duplicate": ack.duplicate}
+    out.emit(f"sent to {args.address} as seq {ack.seq}{handled}{note}",
+             {**data, "outcome": "handled"} if args.wait else data)  # fmt: skip
 
 
 def _spawn_args(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from ..mailbox import encode_body
 from ..views import ActorInfo, ActorView
 from ._directory import Directory
 
-__all__ = ["inspect", "list_page", "structure_spec"]
+__all__ = ["inspect", "list_page", "shown_status", "structure_spec"]
 
 
 async def inspect(cells: Directory, address: str) -> ActorView:
@@ -43,7 +43,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     return ActorView(
         actor=address,
         kind=record.kind,
-        status=_status(cells, address, record.status, record.final),
+        status=shown_status(cells, address, record.status, record.final),
         state=state,
         cursor=record.cursor,
         mailbox=record.unhandled,
@@ -71,7 +71,7 @@ async def list_page(
     for record in records:
         info = ActorInfo(
             record.address,
-            _status(cells, record.address, record.status, record.final),
+            shown_status(cells, record.address, record.status, record.final),
             record.unhandled,
             record.restarts,
         )
@@ -105,7 +105,8 @@ def _last_error(cells: Directory, address: str, stored: bytes | None) -> dict[st
     return loads(stored) if stored else None
 
 
-def _status(cells: Directory, address: str, stored: str, final: bool) -> str:
+def shown_status(cells: Directory, address: str, stored: str, final: bool) -> str:
+    """The status an actor is shown with: the stored one, or what this runtime knows."""
     cell = cells.cells.get(address)
     if not final and cell is not None:
         # "failing": in memory, but the store refuses its commits (a full disk).
