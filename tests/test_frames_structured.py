@@ -23,6 +23,7 @@ from callboard.gateway._frames import (
     Hello,
     Inspect,
     ListActors,
+    Output,
     Ping,
     Request,
     Send,
@@ -52,6 +53,8 @@ REQUESTS = [
     Inspect("i1", "job/ab12"),
     Stop("t1", "job/ab12"),
     Ping("9"),
+    Output("o1", "job/ab12", 1234, 4096),
+    Output("o2", "job/ab12"),
 ]
 
 
@@ -97,8 +100,8 @@ def test_an_unknown_op_is_refused_naming_the_ops_there_are_before_any_field():
     result = parse({"op": "launch", "id": "7", "to": 5})
     assert result == FrameError(
         "bad_request",
-        "field 'op' has unknown op \"launch\" (a string); known: hello, inspect, list, ping, "
-        "send, spawn, stop, subscribe, unsubscribe",
+        "field 'op' has unknown op \"launch\" (a string); known: hello, inspect, list, output, "
+        "ping, send, spawn, stop, subscribe, unsubscribe",
         "7",
         "launch",
     )
@@ -169,6 +172,12 @@ BAD_FIELDS = [
      "field 'limit' must be an integer >= 1 (actors in one reply), got 0 (a number)"),
     ({"op": "list", "id": "1", "limit": "10"},
      "field 'limit' must be an integer >= 1 (actors in one reply), got \"10\" (a string)"),
+    # output
+    ({"op": "output", "id": "1"}, "field 'job' is missing: it must be a string"),
+    ({"op": "output", "id": "1", "job": "job/a", "after": -1},
+     "field 'after' must be an integer >= 0 (a byte offset), got -1 (a number)"),
+    ({"op": "output", "id": "1", "job": "job/a", "limit": 0},
+     "field 'limit' must be an integer >= 1 (bytes in one reply), got 0 (a number)"),
     # hello
     ({"op": "hello", "id": "1", "protocol": "1"},
      "field 'protocol' must be an integer, got \"1\" (a string)"),

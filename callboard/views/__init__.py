@@ -3,6 +3,7 @@ operations take and answer, the same types from an embedded runtime and
 over the wire.
 
 - ``_actors``: `ActorInfo`, `ActorView` (``list``, ``inspect``).
+- ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
@@ -17,6 +18,8 @@ import them without loading either.
 
 from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
+from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
+from ._job_output import OutputPage as OutputPage
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
@@ -39,6 +42,7 @@ from ._tasks import message_id_for as message_id_for
 __all__ = [
     "APPROVALS",
     "DEFAULT_TASK_SYSTEM_PROMPT",
+    "OUTPUT_READ_LIMIT",
     "TASK_KIND",
     "ActorInfo",
     "ActorView",
@@ -46,6 +50,7 @@ __all__ = [
     "Cancelled",
     "DeadlineExceeded",
     "Failed",
+    "OutputPage",
     "RunSpec",
     "Settled",
     "Succeeded",
