@@ -3,6 +3,7 @@ operations take and answer, the same types from an embedded runtime and
 over the wire.
 
 - ``_actors``: `ActorInfo`, `ActorView` (``list``, ``inspect``).
+- ``_masking``: `mask_secrets`, secrets out of a spec that ``inspect`` shows.
 - ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
@@ -20,6 +21,8 @@ from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
 from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
 from ._job_output import OutputPage as OutputPage
+from ._masking import MASK as MASK
+from ._masking import mask_secrets as mask_secrets
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
@@ -42,6 +45,7 @@ from ._tasks import message_id_for as message_id_for
 __all__ = [
     "APPROVALS",
     "DEFAULT_TASK_SYSTEM_PROMPT",
+    "MASK",
     "OUTPUT_READ_LIMIT",
     "TASK_KIND",
     "ActorInfo",
@@ -61,5 +65,6 @@ __all__ = [
     "WaitTimedOut",
     "check_key_env",
     "executor_shape_problem",
+    "mask_secrets",
     "message_id_for",
 ]
