@@ -8,6 +8,8 @@ wait on the job's events (``job.output`` once a copy is committed,
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import trio
 from reading_helpers import job_event, serving_with, start_job
@@ -112,3 +114,23 @@ async def test_output_is_refused_for_what_is_no_job_and_for_a_job_that_is_not_th
         "output reads a job's output; 'counter/a' is a counter, not a job"
     )
     assert str(missing.value) == "there is no actor at 'job/nope'"
+
+
+async def test_a_stopped_jobs_output_is_kept_with_its_end(tmp_path):
+    os.mkfifo(tmp_path / "printed")
+    command = "printf 'one\\n'; echo > printed; " + WAIT_GO
+    with trio.fail_after(30):
+        async with serving_with(tmp_path / "data", job_output_interval=3600) as server:
+            assert server.rt is not None
+            job = await start_job(server.rt, tmp_path, "counter/a", command)
+            address = f"job/{job.job_id}"
+            async with connect(server.url) as client:
+                # The job has printed once it writes to the fifo; no copy has run yet
+                # (the interval is an hour), so the stop is what copies it.
+                await trio.to_thread.run_sync(
+                    (tmp_path / "printed").read_text, abandon_on_cancel=True
+                )
+                status = await client.stop(address)
+                page = await client.output(address)
+    assert status == "stopped"
+    assert page == OutputPage("one\n", 4, running=False, truncated=False)

@@ -37,6 +37,7 @@ RESULT_RULE = "=== succeeded ==="
 ENDINGS = frozenset({"actor.stopped", "actor.failed"})
 """The events after which an actor has ended: nothing follows them."""
 LIVE_STATUSES = frozenset({"active", "idle", "failing"})
+_QUIET = frozenset({"job.output"})  # a wake-up for readers of the output, not news
 """An actor's statuses while it lives; any other (stopped, failed, a terminal) is an end."""
 
 
@@ -126,7 +127,7 @@ class Printer:
                 f"[approval] {data.get('name')}({data.get('arguments', '')}) waits; answer with: "
                 f"callboard send {event.actor} approve '{body}'"
             )
-        elif self.everything:
+        elif self.everything and kind not in _QUIET:
             self._line(format_event(event, with_actor=self.with_actor))
 
     def end(self, terminal: Terminal) -> None:

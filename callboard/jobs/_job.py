@@ -12,6 +12,7 @@ runs and in that last commit (``_output``), so it can be read after the end.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import trio
 
 from ..actors import Actor, Context
 from ..codec import JSONShapeError, structure_json
+from ..errors import ToolError
 from ..mailbox import Message
 from ..tools import (
     EXIT_WRITE_WAIT,
@@ -41,6 +43,8 @@ __all__ = ["Job", "JobState"]
 TAIL_BYTES = 4096
 _COPY_STEP = 64 * 1024  # bytes one read of the output file takes
 _COPY_PER_COMMIT = 4 * _COPY_STEP  # bytes one periodic copy commits at most
+_REMOTE_INTERVAL = 5.0  # seconds between copies at least, for a job on another machine
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -218,9 +222,18 @@ class Job(Actor):
         """While the process runs: copy what it wrote into the log, commit, and
         announce it (``job.output``, ephemeral, after the commit is durable)."""
         interval = output_interval(ctx.settings)
+        if self.state.executor:
+            # Each read of a remote file is an ssh round trip (a process of its own).
+            interval = max(interval, _REMOTE_INTERVAL)
         while True:
             await trio.sleep(interval)
-            if await self._record_output(ctx, executor, _COPY_PER_COMMIT):
+            try:
+                changed = await self._record_output(ctx, executor, _COPY_PER_COMMIT)
+            except (ToolError, OSError) as exc:
+                # The host is unreachable for now: the next round, or the end, copies it.
+                log.debug("could not copy the output of %s: %s", ctx.address, exc)
+                continue
+            if changed:
                 await ctx.checkpoint()
                 ctx.emit("job.output", {"size": self.state.output_size}, ephemeral=True)
 
