@@ -73,6 +73,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancelled",
         "DeadlineExceeded",
         "Failed",
+        "OutputPage",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -149,6 +150,7 @@ if TYPE_CHECKING:
     from .views import Cancelled as Cancelled
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
+    from .views import OutputPage as OutputPage
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
     from .views import Succeeded as Succeeded
@@ -182,6 +184,7 @@ __all__ = [
     "Lagged",
     "Message",
     "ModelError",
+    "OutputPage",
     "PathEscape",
     "Pruned",
     "RunSpec",
