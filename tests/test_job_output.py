@@ -17,6 +17,7 @@ from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F40
 
 import callboard
 from callboard.client import connect
+from callboard.gateway import add_client_token
 from callboard.views import OutputPage
 
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done; "
@@ -134,3 +135,16 @@ async def test_a_stopped_jobs_output_is_kept_with_its_end(tmp_path):
                 page = await client.output(address)
     assert status == "stopped"
     assert page == OutputPage("one\n", 4, running=False, truncated=False)
+
+
+async def test_a_token_that_does_not_reach_the_job_may_not_read_its_output(tmp_path):
+    viewer = add_client_token(tmp_path / "data", "viewer", access="read", actors=["counter/*"])
+    with trio.fail_after(20):
+        async with serving_with(tmp_path / "data") as server:
+            async with connect(server.url, token=viewer) as client:
+                with pytest.raises(callboard.Forbidden) as refused:
+                    await client.output("job/ab12")
+    assert str(refused.value) == (
+        "the token 'viewer' (read access to counter/*) may not read the output of 'job/ab12'; "
+        "ask the operator for a token that reaches it"
+    )
