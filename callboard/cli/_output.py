@@ -56,22 +56,32 @@ async def read_all(client: Client, job: str, after: int, show: Any, *, follow: b
     Reads until what is held is all read; with ``follow``, then waits for a
     ``job.output`` (or any other) event of the job and reads again, until
     the job has ended. Subscribed before the first read, so no event that
-    announces more output can fall between a read and the wait.
+    announces more output can fall between a read and the wait; from the
+    job's last stored event, so that one stored while the connection was
+    being healed (its end) is replayed rather than missed.
     """
-    async with client.subscribe(job) as events:
-        page = await client.output(job, after)
-        while True:
-            show(page)
-            if page.truncated:
-                page = await client.output(job, page.next)
-                continue
-            if not follow or not page.running:
-                return page
+    if not follow:
+        return await _read_held(client, job, after, show)
+    head = (await client.inspect(job)).head
+    async with client.subscribe(job, after=head) as events:
+        page = await _read_held(client, job, after, show)
+        while page.running:
             async for _ in events:
                 break  # something happened: read again
             else:
                 raise ConnectionFailed(f"the events of {job} ended before it did")
-            page = await client.output(job, page.next)
+            page = await _read_held(client, job, page.next, show)
+        return page
+
+
+async def _read_held(client: Client, job: str, after: int, show: Any) -> OutputPage:
+    """Every read from ``after`` up to the end of what is held now."""
+    page = await client.output(job, after)
+    show(page)
+    while page.truncated:
+        page = await client.output(job, page.next)
+        show(page)
+    return page
 
 
 async def _output(client: Client, args: argparse.Namespace, out: Output) -> None:
