@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from ..client import Client
 from ..errors import UnknownActor
 from ..mailbox import Event
+from ..views import ActorView
 from ._render import ENDINGS, LIVE_STATUSES, LineWriter, Printer, event_json, format_event
 
 __all__ = ["Lines", "tail"]
@@ -58,14 +59,19 @@ async def tail(
         else:
             printer.show(event)
 
+    view = None if pattern else await _view(client, address)
+    ended = view is not None and view.status not in LIVE_STATUSES
+    # Live only (no --after) still subscribes from the last stored event, so
+    # that a healed connection replays what it missed (the actor's end).
+    start = view.head if after is None and view is not None and not ended else after
     try:
-        async with client.subscribe(address, after=after) as events:
+        async with client.subscribe(address, after=start) as events:
             if subscribed is not None:
                 subscribed()
-            last = None if pattern else await _ended_at(client, address)
-            if last is not None and (after is None or after >= last):
+            if view is not None and ended and (after is None or after >= view.head):
                 _note(f"{address} has ended; nothing more will come")
                 return
+            last = view.head if view is not None and ended else None
             async for event in events:
                 show(event)
                 if pattern:
@@ -80,13 +86,12 @@ async def tail(
             lines.flush()
 
 
-async def _ended_at(client: Client, address: str) -> int | None:
-    """The last event seq of an actor that has ended; None while it lives (or is yet to be)."""
+async def _view(client: Client, address: str) -> ActorView | None:
+    """The actor as last committed; None for one not there yet (a virtual kind's)."""
     try:
-        view = await client.inspect(address)
+        return await client.inspect(address)
     except UnknownActor:
-        return None  # a virtual actor may be tailed before its first message
-    return None if view.status in LIVE_STATUSES else view.head
+        return None
 
 
 def _note(message: str) -> None:
