@@ -127,7 +127,8 @@ async def test_the_repl_offers_the_task_verbs_and_output(tmp_path):
             job = await start_job(server.rt, tmp_path, "counter/a", "printf 'hello\\n'")
             async with client.subscribe(f"job/{job.job_id}", after=0) as events:
                 await job_event(events, "job.finished")
-            script = f"task list\ntask wait t1\noutput {job.job_id}\ntask cancel t1\n".encode()
+            script = (f"task list\ntask wait t1\noutput {job.job_id}\ntask cancel t1\n"
+                      "task list --json\n").encode()  # fmt: skip
             done = await trio.run_process(
                 [*CALLBOARD, "repl", "--url", server.url], cwd=REPO, stdin=script,
                 env=subprocess_env(CALLBOARD_HISTORY=os.devnull),
@@ -139,6 +140,7 @@ async def test_the_repl_offers_the_task_verbs_and_output(tmp_path):
         "task/t1  succeeded  1      write the note",
         "the note is written",
         "hello",
+        '{"tasks":[{"task":"task/t1","status":"succeeded","turns":1,"prompt":"write the note"}]}',
     ]
     assert done.stderr.decode().splitlines() == [
         "callboard: task/t1 had already settled succeeded; it was not cancelled"

@@ -201,7 +201,11 @@ def add_task_verbs(subparsers: Any) -> None:
 def _task_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="task_verb", metavar="VERB", required=True)
     for verb in TASK_VERBS.values():
-        verb.add_arguments(sub.add_parser(verb.name, help=verb.summary, description=verb.summary))
+        parser = sub.add_parser(verb.name, help=verb.summary, description=verb.summary)
+        verb.add_arguments(parser)
+        # After the verb too (``task list --json``); absent, the REPL's own default stands.
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                            help="print JSON instead of text")  # fmt: skip
 
 
 async def _task(client: Client, args: argparse.Namespace, out: Output) -> int | None:
