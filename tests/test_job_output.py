@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import gateway_wire as wire
 import pytest
 import trio
 from reading_helpers import job_event, serving_with, start_job
@@ -148,3 +149,27 @@ async def test_a_token_that_does_not_reach_the_job_may_not_read_its_output(tmp_p
         "the token 'viewer' (read access to counter/*) may not read the output of 'job/ab12'; "
         "ask the operator for a token that reaches it"
     )
+
+
+async def test_the_output_reply_is_the_frame_docs_protocol_shows(tmp_path):
+    with trio.fail_after(30):
+        async with serving_with(tmp_path / "data") as server:
+            assert server.rt is not None
+            job = await start_job(server.rt, tmp_path, "counter/a", WAIT_GO + "printf 'hello'")
+            address = f"job/{job.job_id}"
+            async with connect(server.url) as client, client.subscribe(address) as events:
+                (tmp_path / "go").touch()
+                await job_event(events, "job.finished")
+            async with wire.connect(server.url) as raw:
+                whole = await raw.ok("output", job=address)
+                part = await raw.ok("output", job=address, after=1, limit=2)
+                null_fields = await raw.ok("output", job=address, after=None, limit=None)
+                unknown = await raw.request("output", job="job/nope")
+    assert whole == {"text": "hello", "next": 5, "running": False, "truncated": False,
+                     "capped": False}  # fmt: skip
+    assert part == {"text": "el", "next": 3, "running": False, "truncated": True,
+                    "capped": False}  # fmt: skip
+    assert null_fields == whole
+    assert (unknown["code"], unknown["message"]) == (
+        "unknown_actor", "there is no actor at 'job/nope'"
+    )  # fmt: skip
