@@ -77,6 +77,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Failed",
         "MessageOutcome",
         "PendingApproval",
+        "OutputPage",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -156,6 +157,7 @@ if TYPE_CHECKING:
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
     from .views import MessageOutcome as MessageOutcome
+    from .views import OutputPage as OutputPage
     from .views import PendingApproval as PendingApproval
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
@@ -192,6 +194,7 @@ __all__ = [
     "Message",
     "MessageOutcome",
     "ModelError",
+    "OutputPage",
     "PathEscape",
     "PendingApproval",
     "Permanent",
