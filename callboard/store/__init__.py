@@ -30,16 +30,22 @@ from ._retention import RetentionPolicy as RetentionPolicy
 from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
+from ._timings import Buckets as Buckets
+from ._timings import CommitHistograms as CommitHistograms
+from ._timings import Histogram as Histogram
 
 __all__ = [
     "ActorRecord",
+    "Buckets",
     "Commit",
+    "CommitHistograms",
     "CommitResult",
     "DeadLetterRecord",
     "DirectoryLock",
     "Enqueue",
     "EventPage",
     "EventRecord",
+    "Histogram",
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
