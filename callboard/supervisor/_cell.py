@@ -491,11 +491,15 @@ class ActorCell:
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
             self._svc.cursor_advanced(self.address, cursor)
-        if result.events and self._svc.listening(self.address):
+        if result.events:
             # Events are stored either way; with no subscriber, no one reads
-            # the live copy, so it is not built.
-            for seq, event in result.events:
-                self._svc.publish(Event(self.address, seq, event.type, loads(event.data), event.at))
+            # the live copy, so it is not built, unless its type is tapped.
+            listening, tapped = self._svc.listening(self.address), self._svc.tapped
+            if listening or tapped:
+                for seq, event in result.events:
+                    if listening or event.type in tapped:
+                        data = loads(event.data)
+                        self._svc.publish(Event(self.address, seq, event.type, data, event.at))
         if commit.sends:
             self._svc.route(commit.sends, result)
         if commit.timers:
