@@ -32,6 +32,7 @@ from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..runtime import open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
+from ._logs import configure_logging, log_lifecycle
 from ._metrics import serve_metrics
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
@@ -69,6 +70,9 @@ def add_parsers(subparsers: Any) -> None:
     add("--kind", action="append", default=[], metavar="MODULE:CLASS",
         help="an actor kind to load, e.g. mypkg.kinds:Reviewer (repeatable)")  # fmt: skip
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add("--log-format", default="text", choices=["text", "json"],
+        help="log as text lines, or one JSON object a line for a log shipper "
+        "(%(default)s)")  # fmt: skip
     add("--metrics-port", type=int, default=None, metavar="PORT",
         help="serve Prometheus metrics at http://METRICS_HOST:PORT/metrics")  # fmt: skip
     add("--metrics-host", default="127.0.0.1", help="interface for the metrics (%(default)s)")
@@ -132,11 +136,7 @@ def load_kind(spec: str) -> type[Actor]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(args.log_level.upper())
+    configure_logging(args.log_level, args.log_format)
     try:
         token = _chosen_token(args)
         quota = args.activation_quota or None
@@ -251,6 +251,7 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         async with open_runtime(
             data, kinds=every, settings=settings, store=args.store, node=args.node
         ) as rt:
+            log_lifecycle(rt)
             with stopping:
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:

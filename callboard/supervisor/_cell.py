@@ -23,6 +23,7 @@ from ..store import NewEvent
 from ._commits import build_commit
 from ._crashes import Verdict, crash_verdict, died_handling
 from ._inbox import Inbox
+from ._log_actor import current_actor
 from ._restore import restore
 from ._services import CellServices
 from ._states import CellState
@@ -240,6 +241,8 @@ class ActorCell:
     async def run(self, *, resumed: bool = False) -> None:
         """Run the actor until it passivates, stops, fails or rests; restart it
         on crashes. ``resumed``: it rested, and goes on from memory."""
+        # This task's own context (copied from whichever task activated it).
+        current_actor.set(self.address)
         resting = False
         try:
             if not resumed:
