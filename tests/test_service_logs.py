@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 
 import trio
 from scripted_model import ScriptedModel, status, text
-from serve_helpers import serving
+from serve_helpers import serve_env, serving
 
 from callboard.client import connect
 
@@ -64,3 +65,16 @@ async def test_every_json_log_line_parses_and_those_about_an_actor_name_it(tmp_p
     # Lines about no actor carry none.
     assert all("actor" not in line for line in lines if line["logger"] == "callboard.serve")
     assert [line["level"] for line in lines if line["message"] in dead] == ["error"]
+
+
+async def test_the_reason_serve_refuses_to_start_is_a_json_line_too(tmp_path):
+    command = [sys.executable, "-m", "callboard", "serve", "--log-format", "json",
+               "--host", "0.0.0.0", "--port", "0", "--data", str(tmp_path / "data")]  # fmt: skip
+    with trio.fail_after(20):
+        done = await trio.run_process(
+            command, capture_stdout=True, capture_stderr=True, check=False, env=serve_env()
+        )
+    (line,) = [json.loads(text) for text in done.stderr.decode().splitlines()]
+    assert done.returncode == 2
+    assert (line["level"], line["logger"]) == ("error", "callboard.serve")
+    assert "--token TOKEN or set CALLBOARD_TOKEN" in line["message"]

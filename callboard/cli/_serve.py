@@ -150,7 +150,7 @@ def run_serve(args: argparse.Namespace) -> int:
         kinds = [load_kind(spec) for spec in args.kind]
         _workspace_roots(args)  # refused here, before anything starts
     except (ValueError, CallboardError) as exc:
-        print(f"callboard serve: {exc}", file=sys.stderr)
+        _last_word(args, str(exc))
         return EXIT_USAGE
     try:
         trio.run(partial(_serve, args, config, kinds))
@@ -159,10 +159,18 @@ def run_serve(args: argparse.Namespace) -> int:
         if isinstance(error, KeyboardInterrupt):
             return EXIT_INTERRUPTED
         if isinstance(error, CallboardError | OSError):
-            print(f"callboard serve: {error}", file=sys.stderr)
+            _last_word(args, str(error))
             return EXIT_FAILED
         raise
     return 0
+
+
+def _last_word(args: argparse.Namespace, text: str) -> None:
+    """Why serve exits: a line of its log (so a log shipper parses it too)."""
+    if args.log_format == "json":
+        log.error("%s", text)
+    else:
+        print(f"callboard serve: {text}", file=sys.stderr)
 
 
 def _chosen_token(args: argparse.Namespace) -> str | None:
