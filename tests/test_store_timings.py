@@ -7,7 +7,9 @@ import time
 
 import trio
 import trio.testing
+from core_kinds import Counter
 
+import callboard
 from callboard.store import CommitHistograms, Enqueue, Histogram
 
 
@@ -67,3 +69,33 @@ async def test_a_store_that_takes_writes_says_so_and_a_closed_one_does_not(tmp_p
             # The probe went through the writer, as one (empty) write.
             assert store.statistics().batches == batches + 1
         assert not await store.writable()
+
+
+def _admin(url: str, *statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+async def test_a_postgresql_store_whose_server_went_away_is_not_writable_until_it_is_back(
+    tmp_path, pg_server, pg_url
+):
+    name = pg_url.rsplit("/", 1)[1]
+    admin = pg_server.url()
+    with trio.fail_after(30):
+        async with callboard.open_runtime(tmp_path / "data", kinds=[Counter], store=pg_url) as rt:
+            before = await rt.writable()
+            await trio.to_thread.run_sync(
+                _admin, admin, f"ALTER DATABASE {name} ALLOW_CONNECTIONS false",
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+            )  # fmt: skip
+            lost = [await rt.writable(), await rt.writable()]  # found out, then cannot reconnect
+            await trio.to_thread.run_sync(
+                _admin, admin, f"ALTER DATABASE {name} ALLOW_CONNECTIONS true"
+            )
+            back = await rt.writable()
+            ack = await rt.send("counter/a", "add", {"id": "m0"})
+    assert (before, lost, back) == (True, [False, False], True)
+    assert ack.seq == 1

@@ -10,6 +10,7 @@ store's writer takes them from its `OpQueue`, and the store has its own
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import trio
 
@@ -25,8 +26,12 @@ _PROBE_TIMEOUT = 5.0
 """Seconds `StoreWrites.writable` waits for its empty write before it says no."""
 
 
-def _nothing(conn: object, now: float) -> None:
-    """The empty write of `StoreWrites.writable`: it only goes through the writer."""
+def _nothing(conn: Any, now: float) -> None:
+    """The empty write of `StoreWrites.writable`: it goes through the writer and asks
+    the database one trivial thing, so that a connection the server dropped while
+    the store was idle is found out here (a transaction with no statement would
+    commit without a word to the server)."""
+    conn.execute("SELECT 1")
 
 
 class StoreWrites(OpQueue):
