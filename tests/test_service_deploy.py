@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
@@ -51,15 +53,24 @@ def fetch(url: str, token: str | None = None) -> int:
         return r.status
 
 
-async def run_until_ready(command: list[str], cwd: Path, env: dict[str, str]) -> tuple:
+@asynccontextmanager
+async def running(command: list[str], cwd: Path, env: dict[str, str]) -> AsyncIterator[tuple]:
+    """The server ``command`` starts, once it has printed its line: (process, data
+    directory, metrics base URL); killed at the end if it is still running."""
     process = await trio.lowlevel.open_process(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    assert process.stdout is not None
-    line = await read_line(process.stdout)
-    match = SERVING.match(line)
-    assert match is not None, line
-    return process, Path(match.group(1)), match.group(2).removesuffix("/metrics")
+    try:
+        assert process.stdout is not None
+        line = await read_line(process.stdout)
+        match = SERVING.match(line)
+        assert match is not None, line
+        yield process, Path(match.group(1)), match.group(2).removesuffix("/metrics")
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.move_on_after(5, shield=True):
+            await process.wait()
 
 
 async def test_the_systemd_units_command_serves_is_ready_and_stops_on_its_kill_signal(tmp_path):
@@ -69,8 +80,7 @@ async def test_the_systemd_units_command_serves_is_ready_and_stops_on_its_kill_s
     assert unit_setting("WorkingDirectory") == "/var/lib/callboard"
     kill = getattr(signal, unit_setting("KillSignal"))
     with trio.fail_after(60):
-        process, data, metrics = await run_until_ready(command, state, serve_env())
-        try:
+        async with running(command, state, serve_env()) as (process, data, metrics):
             token = (data / "token").read_text().strip()
             answers = [
                 await trio.to_thread.run_sync(fetch, metrics + "/readyz"),
@@ -79,8 +89,6 @@ async def test_the_systemd_units_command_serves_is_ready_and_stops_on_its_kill_s
             ]
             process.send_signal(kill)
             code = await process.wait()
-        finally:
-            process.kill()
     assert data == state / "data"
     assert answers == [200, 200, 200]
     assert code == 0
@@ -102,8 +110,7 @@ async def test_the_containers_command_serves_its_volume_with_the_secret_token(tm
     health = json.loads(container_instruction("HEALTHCHECK").split(" CMD ", 1)[1])
     stop = getattr(signal, container_instruction("STOPSIGNAL"))
     with trio.fail_after(60):
-        process, data, metrics = await run_until_ready(command, volume, env)
-        try:
+        async with running(command, volume, env) as (process, data, metrics):
             port = metrics.rsplit(":", 1)[1]
             check = [arg.replace(":9464/", f":{port}/") for arg in health]
             checked = await trio.run_process(check, check=False, env=env)
@@ -112,8 +119,6 @@ async def test_the_containers_command_serves_its_volume_with_the_secret_token(tm
             )
             process.send_signal(stop)
             code = await process.wait()
-        finally:
-            process.kill()
     assert data == volume / "callboard"
     assert (data / "callboard.sqlite3").exists()
     assert not (data / "token").exists()  # the secret is the token; none is made
