@@ -1,6 +1,7 @@
 """What an operator graphs and alerts on: a real `callboard serve` with its metrics
 port, driven through a scripted session (approval asked and given, tool calls,
-a turn cancelled while it waits for an approval), then scraped."""
+a turn cancelled while it waits for an approval) and a message that goes to the
+dead letters, then scraped."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ from callboard.client import connect
 WRITE_NOTE = tool_call("write_file", {"path": "note.txt", "content": "once"})
 READ_MISSING = tool_call("read_file", {"path": "missing.txt"})
 SPEC_APPROVALS = {"*": "always", "write_file": "ask"}
+CRASHY = """
+from callboard import Actor, Supervision
+
+class Crashy(Actor):
+    kind = "crashy"
+    virtual = True
+    supervision = Supervision(max_attempts=2, backoff_initial=0.001, backoff_max=0.01)
+
+    async def handle(self, ctx, message):
+        raise ValueError("every message breaks me")
+"""
 
 
 def scrape(url: str, token: str | None) -> str:
@@ -47,10 +59,11 @@ async def wait_for(events, type: str) -> dict:
 async def test_a_scripted_session_turn_shows_in_the_histograms_and_counters(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
+    (tmp_path / "crashy.py").write_text(CRASHY)
     script = [WRITE_NOTE, READ_MISSING, text("done"), WRITE_NOTE]
     with ScriptedModel(script) as model, trio.fail_after(60):
         extra = ["--metrics-port", "0", "--model-url", model.base_url, "--model", "m",
-                 "--sandbox", "none"]  # fmt: skip
+                 "--sandbox", "none", "--kind", "crashy:Crashy"]  # fmt: skip
         async with serving(tmp_path / "data", *extra, cwd=tmp_path) as served:
             metrics_url = served.line.split("metrics at ")[1]
             async with connect(served.url, token=served.token) as client:
@@ -66,6 +79,8 @@ async def test_a_scripted_session_turn_shows_in_the_histograms_and_counters(tmp_
                     await wait_for(events, "approval.requested")
                     await client.send("session/s1", "cancel")
                     await wait_for(events, "turn.cancelled")
+                await client.send("crashy/c1", "boom")
+                await served.wait_logged("moved to the dead letters")
             page = await trio.to_thread.run_sync(scrape, metrics_url, served.token)
     found = samples(page)
     assert one(found, "callboard_model_calls_total") == 4
@@ -93,7 +108,8 @@ async def test_a_scripted_session_turn_shows_in_the_histograms_and_counters(tmp_
         found, "callboard_store_operations_total"
     )
     assert one(found, "callboard_store_batch_size_bucket", le="1.0") >= 1
-    assert one(found, "callboard_messages_dead_lettered_total") == 0
+    assert one(found, "callboard_messages_dead_lettered_total") == 1
+    assert one(found, "callboard_dead_letters") == 1
     assert one(found, "process_resident_memory_bytes") > 0
     assert one(found, "process_cpu_seconds_total") > 0
     assert (workspace / "note.txt").read_text() == "once"
