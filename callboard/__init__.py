@@ -14,7 +14,7 @@ below it (tests/test_layers.py walks every import to hold this):
 - ``actors``: the `Actor` base, its `Context`, and how it wants to be supervised.
 - ``supervisor``: one actor's life (restarts, dead letters, passivation), and `supervise`.
 - ``runtime``: `open_runtime`, the `Runtime` facade, the directory of its cells, the hub.
-- ``llm``: OpenAI-compatible chat completions, streamed, for the agent layer.
+- ``llm``: model calls, streamed, for the agent layer: OpenAI-compatible or Anthropic.
 - ``tools``: the agent's tools (files, shell, jobs' executors), confined, and approvals.
 - ``jobs``: the ``job`` kind: background processes that outlive a timeout and the runtime.
 - ``agent``: turns, the ``session`` and ``task`` kinds, `builtin_kinds`, and `Tasks`.

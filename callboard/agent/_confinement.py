@@ -8,8 +8,8 @@ spec can never widen them. The settings read here, each optional:
   Absent: anywhere. Either way ``/`` is refused unless it is itself a root,
   and so is a workspace inside the data directory.
 - ``model_url``: the configured model URL; the server's own key
-  (``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``) is sent there and
-  nowhere else.
+  (``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``, or ``$ANTHROPIC_API_KEY``
+  for the ``anthropic`` provider) is sent there and nowhere else.
 - ``allowed_model_urls``: other URLs a spec may name (``--allow-model-url``).
   Absent: any URL may be named. A URL other than ``model_url`` gets no key
   unless the spec names one by ``api_key_env``:
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadRequest, SpecRefused
-from ..llm import API_KEY_ENV_VARS
+from ..llm import Provider, key_env_vars
 from ._executor_spec import check_executor
 
 __all__ = [
@@ -38,11 +38,17 @@ __all__ = [
     "configured_model_url",
     "confined_workspace",
     "model_key",
+    "same_url",
 ]
 
 
 def _norm(url: str) -> str:
     return url.strip().rstrip("/")
+
+
+def same_url(one: str, other: str) -> bool:
+    """Whether two model URLs name the same server (a trailing ``/`` aside)."""
+    return _norm(one) == _norm(other)
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -115,17 +121,21 @@ def check_model(base_url: str | None, api_key_env: str | None, settings: Mapping
 
 
 def model_key(
-    base_url: str | None, api_key_env: str | None, settings: Mapping[str, Any]
+    base_url: str | None,
+    api_key_env: str | None,
+    settings: Mapping[str, Any],
+    provider: Provider = "openai",
 ) -> str | None:
-    """The key to send to ``base_url``: the server's own only for the configured URL,
-    an allowed ``api_key_env``'s value for others, else none."""
+    """The key to send to ``base_url``: the server's own (the one ``provider``
+    reads) only for the configured URL, an allowed ``api_key_env``'s value for
+    others, else none."""
     if api_key_env is not None:
         if api_key_env in (settings.get("allowed_key_envs") or ()):
             return os.environ.get(api_key_env, "").strip() or None
         return None
     configured = configured_model_url(settings)
     if base_url and configured and _norm(base_url) == _norm(configured):
-        for name in API_KEY_ENV_VARS:
+        for name in key_env_vars(provider):
             value = os.environ.get(name, "").strip()
             if value:
                 return value

@@ -36,7 +36,7 @@ import attrs
 
 from ..actors import Context
 from ..errors import ModelError, SpecRefused
-from ..llm import AssistantReply, ChatClient
+from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
@@ -93,7 +93,9 @@ class AgentSettings:
     """What a turn needs besides its journal: the model, the tools and their policy.
 
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
-    actor's ``ctx.settings["jobs_dir"]``.
+    actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
+    wire, for the client alone: the turn reads and writes one conversation
+    shape whatever it is.
     """
 
     workspace: Path
@@ -103,6 +105,7 @@ class AgentSettings:
     policy: ApprovalPolicy
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
+    provider: Provider = "openai"
 
 
 @attrs.define(eq=False)

@@ -29,6 +29,7 @@ from ..actors import Actor
 from ..agent import builtin_kinds
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
+from ..llm import PROVIDERS, check_provider
 from ..runtime import open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
@@ -79,6 +80,10 @@ def add_parsers(subparsers: Any) -> None:
     add("--model-url", default=os.environ.get("CALLBOARD_MODEL_URL"), metavar="URL",
         help="default OpenAI-compatible base URL for new sessions and tasks "
         "($CALLBOARD_MODEL_URL), e.g. http://127.0.0.1:8000/v1")  # fmt: skip
+    add("--provider", default=os.environ.get("CALLBOARD_PROVIDER") or "openai",
+        type=check_provider, choices=PROVIDERS, help="the wire of --model-url: openai (chat "
+        "completions) or anthropic (the Messages API, key in $ANTHROPIC_API_KEY); "
+        "$CALLBOARD_PROVIDER, else %(default)s")  # fmt: skip
     add(
         "--model",
         default=os.environ.get("CALLBOARD_MODEL"),
@@ -211,6 +216,7 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     return {
         "model_url": args.model_url,
         "model": args.model,
+        "provider": args.provider,
         "workspace_roots": roots,
         "allowed_model_urls": list(args.allow_model_url),
         "allowed_key_envs": list(args.allow_key_env),

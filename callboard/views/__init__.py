@@ -22,6 +22,7 @@ from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
 from ._run_spec import check_key_env as check_key_env
+from ._run_spec import check_provider_name as check_provider_name
 from ._run_spec import executor_shape_problem as executor_shape_problem
 from ._tasks import TASK_KIND as TASK_KIND
 from ._tasks import Cancelled as Cancelled
@@ -55,6 +56,7 @@ __all__ = [
     "WaitOutcome",
     "WaitTimedOut",
     "check_key_env",
+    "check_provider_name",
     "executor_shape_problem",
     "message_id_for",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "RunSpec",
     "check_executor_shape",
     "check_key_env",
+    "check_provider_name",
     "executor_shape_problem",
 ]
 
@@ -95,6 +96,19 @@ def check_key_env(instance: Any, attribute: Any, value: object) -> None:
         raise TypeError(f"'api_key_env' must name an environment variable, got {value!r}")
 
 
+_PROVIDERS = ("openai", "anthropic")
+"""``callboard.llm.PROVIDERS``, which this lower layer may not import (a test holds them equal)."""
+
+
+def check_provider_name(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``provider`` is None or a provider ``callboard.llm`` speaks."""
+    if value is not None and value not in _PROVIDERS:
+        raise TypeError(
+            f"'provider' must be 'openai' or 'anthropic' (or absent, for the configured "
+            f"model's), got {value!r}"
+        )
+
+
 def _seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
@@ -139,7 +153,7 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` is as in `callboard.agent.SessionSpec`.
+    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -153,3 +167,4 @@ class RunSpec:
     system_prompt: str = DEFAULT_TASK_SYSTEM_PROMPT
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
+    provider: str | None = attrs.field(default=None, validator=check_provider_name)
