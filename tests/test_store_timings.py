@@ -61,6 +61,33 @@ async def test_a_held_writer_shows_one_batch_of_the_writes_that_queued_behind_it
     assert got.commit_seconds.sum <= got.ack_seconds.sum <= 2 * (ended - began)
 
 
+async def test_writes_left_behind_by_a_full_batch_are_timed_in_the_batches_that_take_them(
+    tmp_path, store_backend
+):
+    with trio.fail_after(20):
+        async with store_backend.open(tmp_path, max_batch=4) as store:
+            await store.spawn("a", "k", b"{}")
+            before = store.commit_histograms()
+            release = store_backend.hold_writes(tmp_path)
+            try:
+                async with trio.open_nursery() as nursery:
+                    began = time.perf_counter()
+                    nursery.start_soon(store.prune_keys, 1e9)  # the writer waits on it
+                    await trio.testing.wait_all_tasks_blocked()
+                    for _ in range(10):
+                        nursery.start_soon(store.enqueue, [msg("a")])
+                    await trio.testing.wait_all_tasks_blocked()
+                    release()
+            finally:
+                release()
+            ended = time.perf_counter()
+            got = between(store.commit_histograms(), before)
+    sizes = dict(zip((*got.batch_size.bounds, float("inf")), got.batch_size.counts, strict=True))
+    # The held write, then the ten behind it four at a time.
+    assert (sizes[1.0], sizes[2.0], sizes[4.0], got.batch_size.count) == (1, 1, 2, 4)
+    assert got.commit_seconds.sum <= got.ack_seconds.sum <= 4 * (ended - began)
+
+
 async def test_a_store_that_takes_writes_says_so_and_a_closed_one_does_not(tmp_path, store_backend):
     with trio.fail_after(20):
         async with store_backend.open(tmp_path) as store:

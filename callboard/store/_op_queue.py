@@ -140,8 +140,9 @@ class OpQueue:
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
         else:
-            # Full: the writes left behind waited at least since now.
-            self._waiting_since = time.perf_counter()
+            # Full, and writes left behind: they waited at least since now.
+            if self._receive.statistics().current_buffer_used:
+                self._waiting_since = time.perf_counter()
         self._timings.queued = time.perf_counter() if queued is None else queued
         self._group_commits.started()
         return batch
