@@ -90,12 +90,6 @@ class OpQueue:
         """Ack latency, commit latency and batch size of every group commit so far."""
         return self._timings.snapshot()
 
-    def _queued(self) -> None:
-        """A write joined the queue: note the time if it is the oldest waiting
-        (one clock read per batch; a test of None for every other write)."""
-        if self._waiting_since is None:
-            self._waiting_since = time.perf_counter()
-
     def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
         """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
         on the trio thread after the COMMIT. False, queueing nothing, when the
@@ -106,7 +100,8 @@ class OpQueue:
             self._send.send_nowait(op)
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             return False
-        self._queued()
+        if self._waiting_since is None:  # the oldest waiting: see _take_batch
+            self._waiting_since = time.perf_counter()
         return True
 
     async def _submit(self, fn: Callable[[Any, float], _T], slow: bool = False) -> _T:
@@ -121,7 +116,10 @@ class OpQueue:
                 await self._send.send(op)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise RuntimeClosed("the store is closed; nothing was written") from None
-        self._queued()
+        # The oldest write waiting notes the time: one clock read per batch, and
+        # a test of None for every other write (read by _take_batch).
+        if self._waiting_since is None:
+            self._waiting_since = time.perf_counter()
         # Once queued, the write will happen: waiting for it cannot be
         # cancelled, or a caller could be cancelled after its write became
         # durable. (A shielded scope would do the same, at several times the cost.)
