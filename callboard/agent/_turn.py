@@ -27,6 +27,7 @@ event that arrived while the turn ran.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -176,11 +177,13 @@ async def drive_turn(
         if isinstance(step, AskModel):
             if before_model_call is not None:
                 before_model_call(turn)  # committed with the model's answer
+            began = time.monotonic()
             reply = await _ask_model(ctx, turn, settings, chat, client)
+            elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
             chat.append(ctx, record_reply(turn, content, reply.tool_calls))
-            ctx.emit("assistant.message", _assistant_event(turn, reply))
+            ctx.emit("assistant.message", _assistant_event(turn, reply, elapsed))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
                 # arrives later finds the turn over and starts its own.
@@ -298,13 +301,15 @@ async def _ask_model(
             attempt += 1
 
 
-def _assistant_event(turn: TurnJournal, reply: AssistantReply) -> dict[str, Any]:
+def _assistant_event(turn: TurnJournal, reply: AssistantReply, elapsed: float) -> dict[str, Any]:
     event = {
         "turn_id": turn.turn_id,
         "content": reply.content or reply.refusal,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
         "finish_reason": reply.finish_reason,
         "usage": reply.usage,
+        # Seconds from asking the model to its whole answer, its retries included.
+        "elapsed": round(elapsed, 6),
     }
     if reply.refusal:
         event["refusal"] = reply.refusal  # the model declined: say so, beside the text
