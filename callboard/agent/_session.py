@@ -6,7 +6,8 @@ it, and goes on while the queue has prompts and the session is not paused.
 Handlers keep running while a turn runs: a new prompt is queued, ``pause``
 holds the queue after the running turn, ``cancel`` cancels the turn's scope
 and records its end in the handler's own commit, ``approve`` answers a
-pending approval and wakes the runner.
+pending approval and wakes the runner. A prompt's ``mode`` may instead steer
+it into the running turn or interrupt that turn (``_steer``).
 
 Background jobs: the session keeps its jobs in its
 state (``_job_tools``). A job's ``job.finished`` is a *machine event*: it

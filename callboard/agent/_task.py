@@ -2,7 +2,8 @@
 
 A task runs without a person. Its first turn asks the prompt; each follow-up
 ``message`` gets its own turn (one at a time, in the order they arrived) and
-its own reply; when a turn ends and no message waits, the task settles
+its own reply (or, by its ``mode``, joins the running turn or interrupts it:
+``_steer``); when a turn ends and no message waits, the task settles
 ``succeeded`` with that turn's answer. ``cancel`` settles ``cancelled`` at
 once (closing the model stream, stopping a running tool), the deadline timer
 ``deadline_exceeded``, a model that cannot be asked ``failed``. Settling is
