@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 import trio
+from client_helpers import serving
 from scripted_model import ScriptedModel, hold, text
 from task_helpers import MESSAGE, PROMPT, events_of, kinds_in, occurrences, spec
 from test_session_jobs import held
 
 import callboard
 from callboard.agent import Settled, Succeeded, Tasks, WaitOutcome
+from callboard.client import connect
 
 STEER = "and keep it short"
 
@@ -114,3 +116,26 @@ async def test_a_mode_no_task_knows_is_refused_by_the_facade_and_rejected_by_the
     )
     assert view.state["messages"] == []
     assert len(model.requests) == 1
+
+
+async def test_a_remote_steered_message_gets_the_reply_of_the_turn_it_joined(tmp_path, workspace):
+    released, first = held(text("a long answer"))
+    with ScriptedModel([first, text("a short answer")]) as model, trio.fail_after(20):
+        async with serving(tmp_path / "data") as server, connect(server.url) as client:
+            tasks = client.tasks
+            handle = await tasks.spawn(spec(model, workspace=str(workspace)))
+            await model.wait_for_requests(1)
+            async with client.subscribe(handle, after=0) as events:
+                message_id = await tasks.send(handle, STEER, mode="steer")
+                async for event in events:
+                    if event.type == "steer.accepted":
+                        accepted = event.data
+                        break
+            released.set()
+            reply = settled(await tasks.wait_message(handle, message_id, timeout=10))
+            record = settled(await tasks.wait(handle, timeout=10))
+    assert accepted == {"turn_id": "turn-1", "prompt_id": "prompt", "id": message_id, "text": STEER}
+    assert reply.result == "a short answer"
+    assert record.terminal == Succeeded("a short answer")
+    assert len(model.requests) == 2
+    assert occurrences(model.requests[1], STEER) == 1
