@@ -119,6 +119,8 @@ class TaskFacade(TaskOperations):
             ActorStopped: the task has settled and takes no more messages (the
                 store refused the message: there is no window between a check
                 and the send).
+            BadMessage: the text is empty, or ``mode`` is none of `PROMPT_MODES`;
+                nothing was sent.
         """
         address = task_address(handle)
         check_text(address, text)
