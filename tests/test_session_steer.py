@@ -234,3 +234,31 @@ async def test_a_steer_the_cancelled_turn_never_took_goes_back_to_the_queue(data
     assert not (workspace / "note.txt").exists()
     assert len(model.requests) == 2
     assert occurrences(model.requests[1], STEER) == 1
+
+
+async def test_an_interrupt_to_a_paused_session_ends_the_turn_and_its_prompt_waits_for_resume(
+    data, workspace
+):
+    with ScriptedModel([hold(), text("after resume")]) as model, trio.fail_after(20):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await model.wait_for_requests(1)
+                await rt.send(ADDRESS, "pause")
+                ack = await rt.send(ADDRESS, "prompt", {"text": "instead", "mode": "interrupt"})
+                await rt.wait_handled(ADDRESS, ack.seq)
+                await model.wait_for_disconnects(1)
+                held_view = await rt.inspect(ADDRESS)
+                await rt.send(ADDRESS, "resume")
+                done = await watch.until("turn.completed")
+    assert held_view.state["active"] is None and held_view.state["paused"] is True
+    assert [q["text"] for q in held_view.state["queue"]] == ["instead"]
+    assert watch.of("turn.interrupted")[0]["by"] == "p2"
+    assert done.data == {"turn_id": "turn-2", "prompt_id": "p2", "answer": "after resume"}
+    types = watch.types()
+    assert types.index("session.resumed") < types.index(
+        "turn.started", types.index("turn.interrupted")
+    )
+    assert len(model.requests) == 2
