@@ -19,7 +19,7 @@ from ._records import ActorRecord, DeadLetterRecord, EventPage, EventRecord, Mai
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
-    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
+    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at, paused"
 )
 
 
