@@ -10,6 +10,7 @@ against intensity in a `RestartWindow`.
 
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
+from ._controls import Control as Control
 from ._restore import restore as restore
 from ._services import CellServices as CellServices
 from ._states import CellState as CellState
@@ -23,6 +24,7 @@ __all__ = [
     "CellServices",
     "CellState",
     "ChildSpec",
+    "Control",
     "Strategy",
     "restore",
     "supervise",
