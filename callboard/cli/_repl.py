@@ -43,15 +43,18 @@ from ._commands import (
 from ._jobs import JOBS
 from ._verbs import VERBS as _CLI_VERBS
 from ._verbs import Output, event_json, format_event
+from ._verbs_attach import ATTACH
 from ._verbs_operator import ADDRESS_FIRST, OPERATOR_VERBS
 
 # The REPL offers every verb the command line has, jobs included.
 VERBS = {**_CLI_VERBS, JOBS.name: JOBS, **OPERATOR_VERBS}
+VERBS.update(ATTACH)
 
 __all__ = ["add_parsers"]
 
 PROMPT = "callboard> "
 _ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail", *ADDRESS_FIRST}
+_ADDRESS_FIRST |= set(ATTACH)
 _EXTRA_HELP = {
     "untail": ("untail [ADDRESS]", "stop printing an actor's events (all, without ADDRESS)"),
     "help": ("help [COMMAND]", "list the commands, or explain one"),
