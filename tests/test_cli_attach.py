@@ -6,6 +6,7 @@ that survives a SIGKILL of ``callboard serve`` and its restart on the same data.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 
@@ -155,6 +156,40 @@ async def test_the_commands_print_edit_pause_step_and_resume_with_their_exit_cod
     assert (empty.returncode, nothing.returncode) == (0, 0)
     assert lines(nothing.stdout) == ["counter/c: no message waits; nothing was handled"]
     assert final == {"total": 43}
+
+
+async def test_the_repl_pauses_steps_edits_and_resumes_with_the_same_verbs(tmp_path):
+    script = (
+        b"pause counter/c\nsend counter/c add\nstep counter/c\nstate counter/c\n"
+        b"state counter/c --set '{\"total\": 0}'\nresume counter/c\nstep counter/c\n"
+    )
+    with trio.fail_after(30):
+        async with serving(tmp_path) as server:
+            assert server.rt is not None
+            await server.rt.wait_handled(
+                "counter/c", (await server.rt.send("counter/c", "add")).seq
+            )
+            done = await trio.run_process(
+                [*CALLBOARD, "repl", "--url", server.url], cwd=REPO,
+                env=subprocess_env(CALLBOARD_HISTORY=os.devnull), stdin=script,
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            state = await server.rt.get_state("counter/c")
+    assert lines(done.stdout) == [
+        "counter/c paused",
+        "sent to counter/c as seq 2",
+        "counter/c handled message 2",
+        "{",
+        '  "total": 2',
+        "}",
+        "counter/c: state replaced (event 5, actor.state_replaced)",
+        "counter/c active",
+    ]
+    assert (done.returncode, lines(done.stderr)) == (1, [
+        "error: counter/c is not paused, so it handles its mailbox by itself; pause it first "
+        "to step it one message at a time"
+    ])  # fmt: skip
+    assert state == {"total": 0}
 
 
 async def test_a_pause_outlives_a_sigkill_of_the_server_and_its_restart(tmp_path):

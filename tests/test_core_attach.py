@@ -149,13 +149,15 @@ async def test_the_pause_survives_a_restart_and_its_mailbox_waits_for_the_resume
             for i in (1, 2):
                 await rt.send("counter/d", "add", {"n": 1, "id": f"m{i}"})
         async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
-            # Recovery activates it (it has messages): it starts, and holds them.
+            # Recovery leaves it be (its messages wait for the resume): its row says paused.
+            active = rt.active_count
             listed = await rt.list()
             ack = await rt.send("counter/d", "add", {"n": 1, "id": "m3"})
             held = await rt.inspect("counter/d")
             await rt.resume("counter/d")
             await rt.wait_handled("counter/d", ack.seq)
             resumed = await rt.get_state("counter/d")
+    assert active == 0
     assert [(a.actor, a.status, a.mailbox) for a in listed] == [("counter/d", "paused", 2)]
     assert (held.status, held.mailbox, held.state) == ("paused", 3, {"total": 1, "seen": ["m0"]})
     assert resumed == {"total": 4, "seen": ["m0", "m1", "m2", "m3"]}
