@@ -130,9 +130,9 @@ class ActorStopped(CallboardError):
 
 
 class ActorCrashed(CallboardError):
-    """The one message a step handed a paused actor crashed its handler; the
-    actor was restarted by its policy and stays paused (the message is tried
-    again at the next step, or dead-lettered once it used its attempts)."""
+    """The one message a step handed a paused actor crashed its handler. Its
+    supervision decides what follows; restarted, it stays paused, and the next
+    step tries the message again (or dead-letters it once it used its attempts)."""
 
     code = "bad_request"
 

@@ -8,11 +8,29 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 from core_kinds import Brittle, Counter, Tally
 
 import callboard
 
-KINDS = [Counter, Brittle]
+
+class Gated(callboard.Actor):
+    """``hold`` says it has begun, waits for the test's gate, then writes ``by_handler``."""
+
+    kind = "gated"
+    virtual = True
+    begun: trio.Event | None = None
+    gate: trio.Event | None = None
+
+    async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
+        assert Gated.begun is not None and Gated.gate is not None
+        entered = self.state.get("entered", 0) + 1
+        Gated.begun.set()
+        await Gated.gate.wait()
+        self.state.update(entered=entered, by_handler=True)
+
+
+KINDS = [Counter, Brittle, Gated]
 
 
 async def _types_until(events: callboard.Subscription, last: str) -> list[str]:
@@ -45,6 +63,31 @@ async def test_a_replaced_state_is_committed_announced_and_handled_on_from(store
     assert seq == 3
     assert after_restart == {"total": 7, "seen": ["typed"]}
     assert head == 5  # started, counted, replaced, counted, replaced
+
+
+async def test_a_state_edit_waits_for_the_batch_being_handled_and_is_not_overwritten(tmp_path):
+    Gated.begun, Gated.gate = trio.Event(), trio.Event()
+    replaced: list[int] = []
+    with trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+            ack = await rt.send("gated/g", "hold")
+            await Gated.begun.wait()  # the handler waits at the gate
+            async with trio.open_nursery() as nursery:
+
+                async def replace() -> None:
+                    replaced.append(await rt.replace_state("gated/g", {"edited": True}))
+
+                nursery.start_soon(replace)
+                await trio.testing.wait_all_tasks_blocked()
+                during = list(replaced)
+                Gated.gate.set()
+            await rt.wait_handled("gated/g", ack.seq)
+            state = await rt.get_state("gated/g")
+            events = [e.type for e in await rt._store.events("gated/g", 0, 10)]
+    assert during == []  # not beside the handler: after its commit
+    assert replaced == [2]
+    assert state == {"edited": True}  # the handler's commit came first; the edit stands
+    assert events == ["actor.started", "actor.state_replaced"]
 
 
 @pytest.mark.parametrize(
@@ -185,8 +228,8 @@ async def test_a_crash_while_stepping_keeps_the_actor_paused(tmp_path):
             letters = await rt.dead_letters("brittle/b")
     assert str(crashed.value) == (
         "the message stepped into brittle/b crashed its handler (RuntimeError: boom on "
-        "attempt 1); it stays paused, and the message is tried again at the next step "
-        "(or dead-lettered once it used its attempts)"
+        "attempt 1); its supervision decides what follows: restarted, it stays paused and "
+        "the next step tries the message again (or dead-letters it once it used its attempts)"
     )
     assert (view.status, view.mailbox, view.restarts) == ("paused", 1, 3)
     assert (dead, ok) == (2, 3)

@@ -141,8 +141,9 @@ class Controls:
                     request.fail(
                         ActorCrashed(
                             f"the message stepped into {self.address} crashed its handler "
-                            f"({reason}); it stays paused, and the message is tried again "
-                            "at the next step (or dead-lettered once it used its attempts)"
+                            f"({reason}); its supervision decides what follows: restarted, "
+                            "it stays paused and the next step tries the message again (or "
+                            "dead-letters it once it used its attempts)"
                         )
                     )
                 elif isinstance(exc, Exception):
