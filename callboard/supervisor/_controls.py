@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..errors import ActorCrashed, ActorStopped, BadRequest, CrashReason, RuntimeClosed
+from ..errors import (
+    ActorCrashed,
+    ActorStopped,
+    BadRequest,
+    CrashReason,
+    RuntimeClosed,
+    StoreUnavailable,
+    UnknownOutcome,
+)
+from ._states import CellState
 
 if TYPE_CHECKING:
     from ..actors import Actor, Context
@@ -71,6 +80,7 @@ class Controls:
 
     if TYPE_CHECKING:
         address: str
+        state: CellState
         final_status: str | None
         _lock: StepLock
         _inbox: Inbox
@@ -121,7 +131,9 @@ class Controls:
 
     async def _run_controls(self, actor: Actor, ctx: Context) -> None:
         """Run the queued requests in order (the mailbox loop calls this)."""
-        while self._controls:
+        # Until the queue is empty, or a step ended the actor (it stopped
+        # itself): what is left is answered by `_end_controls`.
+        while self._controls and self.state is not CellState.ENDED:
             request = self._controls.pop(0)
             if request.what == "step" and not self._paused:
                 request.fail(
@@ -136,7 +148,8 @@ class Controls:
             except BaseException as exc:
                 # The cell goes on as after any failed step (a crash restarts
                 # it from its last commit); the caller hears what happened.
-                if isinstance(exc, Exception) and request.what == "step":
+                stored = isinstance(exc, StoreUnavailable | UnknownOutcome)  # not the handler
+                if isinstance(exc, Exception) and request.what == "step" and not stored:
                     reason = CrashReason.from_exception(exc).summary()
                     request.fail(
                         ActorCrashed(
