@@ -116,6 +116,7 @@ async def test_the_commands_print_edit_pause_step_and_resume_with_their_exit_cod
             edited = await cli("state", "counter/c", "--set", '{"total": 41}', *url)
             wrong = await cli("state", "counter/c", "--set", '{"total": "lots"}', *url)
             unparsed = await cli("state", "counter/c", "--set", "{total", *url)
+            nulled = await cli("state", "counter/c", "--set", "null", *url)
             early = await cli("step", "counter/c", *url)
             paused = await cli("pause", "counter/c", *url)
             for _ in range(2):
@@ -138,6 +139,9 @@ async def test_the_commands_print_edit_pause_step_and_resume_with_their_exit_cod
         "int() with base 10: 'lots') (a CounterState); nothing was changed"
     ]
     assert unparsed.returncode == 2
+    assert (nulled.returncode, lines(nulled.stderr)) == (1, [
+        "callboard: field 'state' is missing: it must be the new state, an object"
+    ])  # fmt: skip
     assert "argument --set: '{total' is not valid JSON" in unparsed.stderr.decode()
     assert (early.returncode, lines(early.stderr)) == (1, [
         "callboard: counter/c is not paused, so it handles its mailbox by itself; pause it "

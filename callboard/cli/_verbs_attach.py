@@ -26,15 +26,18 @@ def _address_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("address", metavar="ADDRESS", help="KIND/NAME of the actor")
 
 
+_UNSET = object()  # ``--set null`` is a (refused) state, not "no --set"
+
+
 def _state_args(p: argparse.ArgumentParser) -> None:
     _address_arg(p)
-    p.add_argument("--set", metavar="JSON", dest="new_state", type=json_argument, default=None,
+    p.add_argument("--set", metavar="JSON", dest="new_state", type=json_argument, default=_UNSET,
                    help="replace the state with this JSON object (every field of its "
                    "kind's state, as `state ADDRESS` prints them)")  # fmt: skip
 
 
 async def _state(client: Client, args: argparse.Namespace, out: Output) -> None:
-    if args.new_state is not None:
+    if args.new_state is not _UNSET:
         seq = await client.replace_state(args.address, args.new_state)
         out.emit(f"{args.address}: state replaced (event {seq}, actor.state_replaced)",
                  {"actor": args.address, "seq": seq})  # fmt: skip
