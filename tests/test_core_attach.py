@@ -146,6 +146,7 @@ async def test_a_paused_actor_stores_its_mailbox_handles_nothing_and_steps_one_b
                 acks = [await rt.send("counter/p", "add", {"n": 1, "id": f"m{i}"})
                         for i in (2, 3, 4)]  # fmt: skip
                 listed = await rt.list("counter")
+                only_paused = await rt.list(status="paused")
                 view = await rt.inspect("counter/p")
                 first = await rt.step("counter/p")
                 stepped = await rt.get_state("counter/p")
@@ -159,6 +160,7 @@ async def test_a_paused_actor_stores_its_mailbox_handles_nothing_and_steps_one_b
                 nothing = await rt.step("counter/p")
     assert before == ["actor.started", "counted", "actor.paused"]
     assert [(a.actor, a.status, a.mailbox) for a in listed] == [("counter/p", "paused", 3)]
+    assert only_paused == listed
     assert (view.status, view.mailbox, view.state) == ("paused", 3, {"total": 1, "seen": ["m1"]})
     assert (first, second) == (acks[0].seq, acks[1].seq)
     assert stepped == {"total": 2, "seen": ["m1", "m2"]}

@@ -323,7 +323,8 @@ class Runtime:
     async def step(self, address: str) -> int | None:
         """Hand a paused actor its next message; returns its seq once handled and
         committed (None: its mailbox is empty). `BadRequest` if it is not paused,
-        `ActorCrashed` if the message crashed its handler (it stays paused)."""
+        `ActorCrashed` if the message crashed its handler (its supervision decides
+        what follows; restarted, it stays paused)."""
         seq = await _attach.control(self._cells, address, Control("step"))
         return None if seq is None else int(seq)
 
