@@ -12,6 +12,7 @@ The tree::
     ├── UnknownActor(CallboardError, LookupError)    no actor at that address
     ├── UnknownKind(CallboardError, LookupError)     no kind of that name
     ├── ActorStopped                                 the actor is stopped or failed
+    ├── ActorCrashed                                 a stepped message crashed its handler
     ├── Permanent                                    fails every time: the actor is not restarted
     │   ├── StateError                               a snapshot that does not structure
     │   └── ConfigurationError                       a setting or directory the actor cannot use
@@ -41,6 +42,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "ActorCrashed",
     "ActorStopped",
     "BadAddress",
     "BadMessage",
@@ -123,6 +125,14 @@ class UnknownKind(CallboardError, LookupError):
 
 class ActorStopped(CallboardError):
     """The actor is stopped or failed and takes no more messages."""
+
+    code = "bad_request"
+
+
+class ActorCrashed(CallboardError):
+    """The one message a step handed a paused actor crashed its handler. Its
+    supervision decides what follows; restarted, it stays paused, and the next
+    step tries the message again (or dead-letters it once it used its attempts)."""
 
     code = "bad_request"
 

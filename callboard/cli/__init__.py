@@ -24,6 +24,7 @@ _MODULES = (
     "_repl",
     "_token",
     "_output",
+    "_verbs_attach",
 )
 
 

@@ -12,6 +12,7 @@ import trio
 
 from ..runtime import Runtime
 from . import _frames as f
+from . import _ops_attach as attach
 from . import _ops_operator as operator
 from ._access import Access
 from ._config import GatewayConfig
@@ -40,6 +41,8 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
     rt, grant = served.runtime, served.grant
     if isinstance(request, operator.Request):
         return await operator.dispatch(rt, grant, request)
+    if isinstance(request, attach.REQUESTS):
+        return await attach.dispatch(rt, grant, request)
     match request:
         case f.Ping(rid):
             await trio.lowlevel.checkpoint()

@@ -37,6 +37,7 @@ __all__ = [
     "DeadLetters",
     "Delete",
     "FieldRefused",
+    "GetState",
     "Hello",
     "Inspect",
     "Kind",
@@ -46,13 +47,17 @@ __all__ = [
     "MessageType",
     "Name",
     "Output",
+    "Pause",
     "Ping",
     "ProtocolVersion",
     "Request",
     "Requeue",
+    "Resume",
     "Send",
     "Seq",
+    "SetState",
     "Spawn",
+    "Step",
     "Stop",
     "Subscribe",
     "Target",
@@ -348,9 +353,56 @@ class Delete:
     actor: Address
 
 
+# -- live attach (docs/protocol.md, "Live attach") ---------------------------------------
+
+
+@strict_json()
+@attrs.frozen
+class GetState:
+    op: ClassVar[str] = "state"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class SetState:
+    """``state`` is checked against the actor's kind by the runtime (null: missing)."""
+
+    op: ClassVar[str] = "set_state"
+    id: str
+    actor: Address
+    state: Any = None
+
+
+@strict_json()
+@attrs.frozen
+class Pause:
+    op: ClassVar[str] = "pause"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class Resume:
+    op: ClassVar[str] = "resume"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class Step:
+    op: ClassVar[str] = "step"
+    id: str
+    actor: Address
+
+
 Request = (
     Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
     | Approvals | DeadLetters | Requeue | Delete | Output
+    | GetState | SetState | Pause | Resume | Step
 )  # fmt: skip
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}

@@ -47,8 +47,9 @@ from ..mailbox import (
     new_name,
 )
 from ..store import Enqueue, Store, StoredAck
+from ..supervisor import Control
 from ..views import ActorInfo, ActorView, MessageOutcome, PendingApproval, TaskOperations
-from . import _operator, _views
+from . import _attach, _operator, _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
@@ -294,6 +295,39 @@ class Runtime:
         """The last committed snapshot and the bookkeeping around it."""
         await trio.lowlevel.checkpoint()
         return await _views.inspect(self._cells, address)
+
+    # -- live attach: OTP's sys:get_state, replace_state, suspend, resume -------------
+
+    async def get_state(self, address: str) -> Any:
+        """The actor's last committed state, as JSON."""
+        await trio.lowlevel.checkpoint()
+        return await _attach.state(self._cells, address)
+
+    async def replace_state(self, address: str, state: Any) -> int:
+        """Replace the actor's state with ``state`` (JSON, or a ``state_type``
+        instance) between two of its batches, as a commit of its own; returns
+        the seq of its ``actor.state_replaced`` event. A state its kind's
+        ``state_type`` does not hold exactly is refused (`BadRequest`, naming
+        the field) and nothing changes."""
+        checked = _attach.checked_state(self._kind_of(address), address, state)
+        return int(await _attach.control(self._cells, address, Control("replace_state", checked)))
+
+    async def pause(self, address: str) -> str:
+        """Hold the actor's mailbox, durably (restarts keep it); returns ``"paused"``
+        once its current batch is committed. Messages are still accepted and stored."""
+        return str(await _attach.control(self._cells, address, Control("pause")))
+
+    async def resume(self, address: str) -> str:
+        """Let a paused actor handle its mailbox again; returns ``"active"``."""
+        return str(await _attach.control(self._cells, address, Control("resume")))
+
+    async def step(self, address: str) -> int | None:
+        """Hand a paused actor its next message; returns its seq once handled and
+        committed (None: its mailbox is empty). `BadRequest` if it is not paused,
+        `ActorCrashed` if the message crashed its handler (its supervision decides
+        what follows; restarted, it stays paused)."""
+        seq = await _attach.control(self._cells, address, Control("step"))
+        return None if seq is None else int(seq)
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
         """Every actor (of ``kind``, with ``status``) and its mailbox size, in address order."""

@@ -47,7 +47,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     return ActorView(
         actor=address,
         kind=record.kind,
-        status=shown_status(cells, address, record.status, record.final),
+        status=shown_status(cells, address, record.status, record.final, record.paused),
         state=state,
         cursor=record.cursor,
         mailbox=record.unhandled,
@@ -83,14 +83,16 @@ async def list_page(
         return await _active_page(cells, kind, after, limit)
     # Stored status: "active" is this runtime's own knowledge, so a page
     # filtered by status may come out shorter than ``limit``.
-    records = await cells.store.actors(kind, status=status, after=after, limit=limit + 1)
+    # "paused" is a flag of the row beside its stored status: filtered below.
+    stored = None if status == "paused" else status
+    records = await cells.store.actors(kind, status=stored, after=after, limit=limit + 1)
     more = len(records) > limit
     del records[limit:]
     rows = []
     for record in records:
         info = ActorInfo(
             record.address,
-            shown_status(cells, record.address, record.status, record.final),
+            shown_status(cells, record.address, record.status, record.final, record.paused),
             record.unhandled,
             record.restarts,
         )
@@ -124,13 +126,19 @@ def _last_error(cells: Directory, address: str, stored: bytes | None) -> dict[st
     return loads(stored) if stored else None
 
 
-def shown_status(cells: Directory, address: str, stored: str, final: bool) -> str:
+def shown_status(
+    cells: Directory, address: str, stored: str, final: bool, paused: bool = False
+) -> str:
     """The status an actor is shown with: the stored one, or what this runtime knows."""
     cell = cells.cells.get(address)
     if not final and cell is not None:
         # "failing": in memory, but the store refuses its commits (a full disk).
-        return "failing" if cell.commit_failure is not None else "active"
-    return stored
+        if cell.commit_failure is not None:
+            return "failing"
+        # Paused by its row until the cell has read it (at its start).
+        return "paused" if cell.paused or paused else "active"
+    # A paused actor out of memory is paused still: its row holds the pause.
+    return "paused" if paused and not final else stored
 
 
 def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) -> Any:

@@ -3,8 +3,9 @@
 The tables are SQLite's (``_schema``) in PostgreSQL's types, with the same
 names and columns, since the writer's statements are shared (``_pg_dialect``).
 ``callboard_meta`` records the schema version; `prepare` creates the
-tables of an empty database in the transaction that records it, and refuses
-one of a version this callboard does not know, changing nothing.
+tables of an empty database in the transaction that records it, migrates
+one of an older version in place in one transaction (`MIGRATIONS`), and
+refuses one of a version this callboard does not know, changing nothing.
 
 One node at a time, until leases exist: `take_ownership` holds a session
 advisory lock on the writer's connection for the store's whole life (a
@@ -33,7 +34,8 @@ __all__ = [
     "unlock_database",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: SQLite's tables up to its version 4; 2: ``actors.paused`` (SQLite's version 5)."""
 
 # A 64-bit key for pg_try_advisory_lock, the same for every callboard; the
 # lock is per database. ("callboar" in ASCII.)
@@ -60,7 +62,8 @@ CREATE TABLE actors (
     last_error BYTEA,
     created_at DOUBLE PRECISION NOT NULL,
     events_from BIGINT NOT NULL DEFAULT 1,
-    stopped_at DOUBLE PRECISION
+    stopped_at DOUBLE PRECISION,
+    paused INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX actors_kind ON actors(kind);
 CREATE INDEX actors_work ON actors(final, busy);
@@ -135,6 +138,14 @@ CREATE TABLE callboard_owner (
 """
 
 
+# ``MIGRATIONS[n]``: the statements that take a database of version ``n`` to
+# ``n + 1``, run in the transaction that records the new version.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # An operator's durable pause; every actor of an older database was running.
+    1: ("ALTER TABLE actors ADD COLUMN IF NOT EXISTS paused INTEGER NOT NULL DEFAULT 0",),
+}
+
+
 class Fenced(StoreUnavailable):
     """Another store opened the database after this one: this one writes no more."""
 
@@ -151,7 +162,15 @@ def prepare(conn: psycopg.Connection[Any], where: str) -> None:
         if _table_exists(conn, "callboard_meta"):
             row = conn.execute("SELECT value FROM callboard_meta WHERE key = 'schema'").fetchone()
             found = None if row is None else str(row[0])
-            _check_version(found, where)
+            version = _check_version(found, where)
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step]:
+                    conn.execute(statement)
+            if version != SCHEMA_VERSION:
+                conn.execute(
+                    "UPDATE callboard_meta SET value = %s WHERE key = 'schema'",
+                    (str(SCHEMA_VERSION),),
+                )
             return
         if _table_exists(conn, "actors"):
             raise DataDirectoryIncompatible(
@@ -167,7 +186,7 @@ def prepare(conn: psycopg.Connection[Any], where: str) -> None:
         )
 
 
-def _check_version(found: str | None, where: str) -> None:
+def _check_version(found: str | None, where: str) -> int:
     version = int(found) if found is not None and found.isascii() and found.isdigit() else None
     if version is None or version < 1:
         raise DataDirectoryIncompatible(
@@ -181,6 +200,7 @@ def _check_version(found: str | None, where: str) -> None:
             f"{SCHEMA_VERSION} that this callboard supports; open it with the newer callboard "
             "that wrote it, or use another database"
         )
+    return version
 
 
 def lock_database(conn: psycopg.Connection[Any], where: str) -> None:

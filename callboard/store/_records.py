@@ -99,6 +99,8 @@ class Commit:
     attempts: tuple[int, int, int] | None = None
     """``(first, last, n)``: messages ``first..last`` were attempted at least
     ``n`` times (a crashed batch, counted before its dead letter is taken)."""
+    paused: bool | None = None
+    """Paused (its mailbox fills and is not handled) or resumed, from this commit on."""
 
 
 @attrs.define
@@ -128,15 +130,17 @@ class ActorRecord:
     """The first seq of its events still held: retention removed those before it."""
     stopped_at: float | None = None
     """When it went final (stopped or failed), by the store's clock; None before."""
+    paused: bool = False
+    """Paused by an operator: its mailbox fills and nothing is handled until resumed."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ActorRecord:
         """From the columns in this class's order (SQLite's 0 and 1 for the booleans)."""
         (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts,
-         busy, error, created, events_from, stopped_at) = row  # fmt: skip
+         busy, error, created, events_from, stopped_at, paused) = row  # fmt: skip
         return cls(
             address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
-            restarts, bool(busy), error, created, events_from, stopped_at,
+            restarts, bool(busy), error, created, events_from, stopped_at, bool(paused),
         )  # fmt: skip
 
     @property
