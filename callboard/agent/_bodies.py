@@ -12,7 +12,7 @@ running) is still the handler's to check.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import attrs
 
@@ -54,11 +54,13 @@ class CancelBody:
 class ApproveBody:
     """``approve``: the answer to the call ``call_id`` (which may be left out when
     one call waits); ``approved`` false denies it, and ``reason`` reaches the
-    model in the tool result it sees."""
+    model in the tool result it sees. ``scope`` ``session`` also allows the
+    tool for the rest of the session (``_approval_deadlines``)."""
 
     call_id: str | None = None
     approved: bool = True
     reason: str | None = None
+    scope: Literal["call", "session"] = "call"
 
 
 @strict_json()

@@ -37,6 +37,7 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._approval_deadlines import ApprovalDeadlines, ask_approval
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -53,7 +54,6 @@ from ._journal import (
     close_turn,
     conversation,
     next_step,
-    record_approval_asked,
     record_reply,
     record_result,
     record_started,
@@ -94,7 +94,7 @@ class AgentSettings:
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
     actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
     wire, for the client alone: the turn reads and writes one conversation
-    shape whatever it is.
+    shape whatever it is. ``deadlines`` say how long an approval waits.
     """
 
     workspace: Path
@@ -105,6 +105,7 @@ class AgentSettings:
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
     provider: Provider = "openai"
+    deadlines: ApprovalDeadlines = attrs.Factory(ApprovalDeadlines)
 
 
 @attrs.define(eq=False)
@@ -154,6 +155,7 @@ async def drive_turn(
     *,
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
+    approval_for: Callable[[str], str] | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -163,14 +165,17 @@ async def drive_turn(
     in the same commit. ``wait_approval`` returns once an ``approve`` message
     may have answered a pending call. ``jobs`` go to every tool call;
     ``before_model_call`` is the owner's hook (module docstring): what it
-    appends after a text answer continues the turn.
+    appends after a text answer continues the turn. ``approval_for`` gives a
+    tool's approval word, read at every call (the owner's tools allowed for
+    the session); by default the policy's.
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
             request, or failed after the client's retries).
     """
+    word = approval_for or settings.policy.for_tool
     while True:
-        step = next_step(turn, settings.policy.for_tool)
+        step = next_step(turn, word)
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
@@ -216,8 +221,9 @@ async def drive_turn(
             _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
         elif isinstance(step, RequestApproval):
             call = step.call
-            record_approval_asked(turn, call.id, ctx.now())
-            ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
+            deadline = ask_approval(ctx, turn, call, settings.deadlines)
+            asked = _call_event(turn, call.id, call.name, call.arguments)
+            ctx.emit("approval.requested", {**asked, **deadline})
         elif isinstance(step, AwaitApproval):
             await wait_approval()
             continue
