@@ -24,6 +24,8 @@ from task_helpers import kinds_in
 from task_helpers import spec as task_spec
 
 import callboard
+from callboard.agent import ToolDeadline
+from callboard.agent._approval_deadlines import read_approvals
 
 DENIED_BY_DEADLINE = (
     "denied: nobody answered the approval request for this write_file call before its "
@@ -379,3 +381,42 @@ async def test_a_bad_approval_deadline_or_default_is_refused_at_spawn_naming_the
             actors = await rt.list()
     assert str(refused.value) == f"the spec for '{kind}/x' is not a valid {said}"
     assert actors == []
+
+
+async def test_a_task_approved_always_runs_the_tools_later_calls_in_the_same_turn_unasked(
+    tmp_path, workspace
+):
+    script = [WRITE_NOTE, WRITE_B, text("done")]
+    with ScriptedModel(script) as model, trio.fail_after(20):
+        async with callboard.open_runtime(tmp_path / "data", kinds=kinds_in(workspace)) as rt:
+            handle = await rt.tasks.spawn(task_spec(model, approve="ask"))
+            async with rt.subscribe(handle, after=0) as sub:
+                watch = Watch(sub)
+                asked = await watch.until("approval.requested")
+                await rt.tasks.approve(handle, asked.data["call_id"], always=True)
+                settled = await watch.until("task.settled")
+    assert settled.data["status"] == "succeeded"
+    assert watch.types().count("approval.requested") == 1
+    assert [c["call_id"] for c in watch.of("tool.started")] == [asked.data["call_id"], "call_2"]
+    assert (workspace / "b.txt").read_text() == "two"
+    assert len(model.requests) == 3
+
+
+def test_a_tools_own_entry_comes_before_the_star_entry_and_that_before_the_specs_default():
+    policy, deadlines = read_approvals(
+        {
+            "shell_run": {"approval": "ask", "timeout": 5, "default": "approve"},
+            "*": {"approval": "ask", "timeout": 50},
+            "write_file": "ask",
+            "edit_file": {"default": "approve"},
+        },
+        timeout=500,
+    )
+    assert policy is not None and policy.for_tool("read_file") == "ask"
+    assert deadlines.for_tool("shell_run") == ToolDeadline(5, "approve")
+    assert deadlines.for_tool("write_file") == ToolDeadline(50, "deny")
+    assert deadlines.for_tool("edit_file") == ToolDeadline(500, "approve")
+    plain, spec_wide = read_approvals("ask", timeout=500, on_expiry="approve")
+    assert plain is not None and plain.for_tool("read_file") == "ask"
+    assert spec_wide.for_tool("shell_run") == ToolDeadline(500, "approve")
+    assert read_approvals(None)[0] is None
