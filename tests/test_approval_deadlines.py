@@ -162,6 +162,27 @@ async def test_cancelling_a_turn_whose_approval_has_a_deadline_removes_its_timer
     assert left == []
 
 
+async def test_a_turn_interrupted_by_a_restart_takes_its_approvals_timer_with_it(data, workspace):
+    clock = Clock()
+    the_spec = spec_asking(workspace, approval_timeout=30, on_restart="interrupt")
+    with ScriptedModel([WRITE_NOTE]) as model, trio.fail_after(20):
+        async with callboard.open_runtime(data, kinds=KINDS, clock=clock) as rt:
+            await rt.spawn("session", the_spec(model), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                await rt.send(ADDRESS, "prompt", "write the note")
+                await Watch(sub).until("approval.requested")
+        waiting = timers_of(data, ADDRESS)
+        async with callboard.open_runtime(data, kinds=KINDS, clock=clock) as rt:
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await watch.until("turn.interrupted")  # announced once committed
+                left = timers_of(data, ADDRESS)
+    assert len(waiting) == 1
+    assert left == []
+    assert "approval.expired" not in watch.types()
+    assert len(model.requests) == 1
+
+
 async def test_an_approval_whose_deadline_passed_while_no_runtime_ran_is_denied_on_the_next_start(
     data, workspace
 ):

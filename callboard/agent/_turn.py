@@ -37,7 +37,7 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
-from ._approval_deadlines import ApprovalDeadlines, ask_approval
+from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -238,8 +238,9 @@ def close_turn_records(
     For a handler that cancels a turn (or an actor that will not continue one
     after a restart); the caller emits the turn's end and commits. A call that
     had started is announced as finished, so a client showing it running
-    sees it end.
+    sees it end. The deadlines of its calls still waiting for approval go.
     """
+    cancel_deadlines(ctx, turn)
     started = {c.id for c in turn.calls if c.status == "started"}
     open_calls = [(c.id, c.name) for c in turn.calls if not c.finished]
     chat.append(ctx, close_turn(turn, result))

@@ -33,7 +33,6 @@ from ._approval_deadlines import (
     allow_for_session,
     approval_for,
     cancel_deadline,
-    cancel_deadlines,
     deadline_fields,
     expire_approval,
 )
@@ -151,7 +150,6 @@ class TurnRunner(Actor):
         (closing the model stream, stopping a running tool) and answer its open calls."""
         if self._scope is not None:
             self._scope.cancel()
-        cancel_deadlines(ctx, turn)
         close_turn_records(ctx, turn, self._chat)
         self.state.active = None
 
