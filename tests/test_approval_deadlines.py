@@ -281,7 +281,7 @@ async def test_allowing_a_tool_for_the_session_skips_its_later_approvals_also_af
     assert len(model.requests) == 6
 
 
-async def test_a_session_scope_goes_only_with_an_approval_and_a_denial_with_it_changes_nothing(
+async def test_a_session_scope_goes_only_with_an_approval_and_a_bad_scope_changes_nothing(
     data, workspace
 ):
     with ScriptedModel([WRITE_NOTE]) as model, trio.fail_after(20):
@@ -293,6 +293,7 @@ async def test_a_session_scope_goes_only_with_an_approval_and_a_denial_with_it_c
                 await watch.until("approval.requested")
                 body = {"approved": False, "scope": "session"}
                 outcome = await send_and_wait(rt, "approve", body)
+                unknown = await send_and_wait(rt, "approve", {"scope": "forever"})
                 waiting = await rt.approvals(ADDRESS)
                 allowed = (await rt.inspect(ADDRESS)).state["allowed_tools"]
     assert outcome.status == "rejected"
@@ -300,6 +301,10 @@ async def test_a_session_scope_goes_only_with_an_approval_and_a_denial_with_it_c
         "'scope': 'session' allows a tool for the rest of the session, so it goes only "
         "with 'approved': true"
     )
+    assert (unknown.status, unknown.reason) == ("rejected", (
+        "the body of 'approve' to session/s1: $.scope must be 'call' or 'session', "
+        'got "forever" (a string)'
+    ))  # fmt: skip
     assert len(waiting) == 1 and allowed == []
 
 

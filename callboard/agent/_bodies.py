@@ -12,13 +12,14 @@ running) is still the handler's to check.
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import attrs
 
 from ..actors import Context
 from ..codec import JSONShapeError, strict_json, structure_json
 from ..mailbox import Message
+from ._approval_deadlines import Scope
 from ._turn_runner import reject
 
 __all__ = [
@@ -60,7 +61,7 @@ class ApproveBody:
     call_id: str | None = None
     approved: bool = True
     reason: str | None = None
-    scope: Literal["call", "session"] = "call"
+    scope: Scope = "call"
 
 
 @strict_json()
