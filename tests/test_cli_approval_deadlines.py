@@ -83,3 +83,17 @@ async def test_approve_always_prints_that_the_tool_is_allowed_for_the_session(tm
     assert approved == (
         0, ["approved call_1 of session/s1, and its tool for the rest of the session"], []
     )  # fmt: skip
+
+
+async def test_the_python_clients_approve_always_allows_the_tool_for_the_session(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with trio.fail_after(40), ScriptedModel([WRITE_NOTE, text("written")]) as model:
+        async with serving(tmp_path / "data") as server, connect(server.url) as client:
+            await client.spawn("session", session_spec(model, workspace), name="s1")
+            await asked(client, "session/s1")
+            outcome = await client.approve("session/s1", always=True)
+            await events_until(client, "session/s1", "turn.completed", 1)
+            view = await client.inspect("session/s1")
+    assert outcome.ok
+    assert view.state["allowed_tools"] == ["write_file"]
