@@ -270,4 +270,4 @@ async def test_the_repl_offers_the_operator_verbs(tmp_path):
         "box/b1 stopped",
         "deleted box/b1",
     ]
-    assert out[5] == "usage: approve [-h] [--reason TEXT] [--json] ADDRESS [CALL_ID]"
+    assert out[5] == "usage: approve [-h] [--reason TEXT] [--always] [--json] ADDRESS [CALL_ID]"

@@ -2,6 +2,8 @@
 
 General layout, bottom up:
 
+- ``_approval_deadlines``: an approval's deadline (a durable timer) and the
+  tools a person allowed for the rest of a session.
 - ``_journal``: the turn journal, a pure state machine (no trio): where a turn
   stands, what to do next, and what each step appends to the conversation.
   Shared by sessions and tasks.
@@ -26,6 +28,8 @@ General layout, bottom up:
   are in `callboard.views`, shared with `callboard.client.RemoteTasks`.
 """
 
+from ._approval_deadlines import ApprovalDeadlines as ApprovalDeadlines
+from ._approval_deadlines import ToolDeadline as ToolDeadline
 from ._journal import CANCELLED_RESULT as CANCELLED_RESULT
 from ._journal import INTERRUPTED_RESULT as INTERRUPTED_RESULT
 from ._journal import NOT_RUN_RESULT as NOT_RUN_RESULT
@@ -87,6 +91,7 @@ __all__ = [
     "NO_MODEL_HELP",
     "NO_WORKSPACE_HELP",
     "AgentSettings",
+    "ApprovalDeadlines",
     "AskModel",
     "AwaitApproval",
     "CallRecord",
@@ -112,6 +117,7 @@ __all__ = [
     "TaskState",
     "Tasks",
     "Terminal",
+    "ToolDeadline",
     "TurnJournal",
     "WaitOutcome",
     "WaitTimedOut",

@@ -71,6 +71,9 @@ ApprovalMark = Literal["none", "asked", "approved", "denied"]
 """Where the call's approval stands: not needed or not asked yet, asked and
 waiting, or answered."""
 
+OnExpiry = Literal["deny", "approve"]
+"""What an approval that nobody answered before its deadline becomes."""
+
 Phase = Literal["model", "tools", "answered"]
 """``model``: the model is (to be) asked; ``tools``: the calls of its last answer
 are being run; ``answered``: it answered with text and the turn is over."""
@@ -108,6 +111,12 @@ class CallRecord:
     """When the approval was asked (wall time); None when it never was."""
     reason: str | None = None
     """What the person said with their answer; it reaches the model with a denial."""
+    deadline_at: float | None = None
+    """When an unanswered approval expires (wall time); None: it waits for ever."""
+    on_expiry: OnExpiry = "deny"
+    """What the approval becomes at ``deadline_at`` if nobody answered."""
+    expired: bool = False
+    """The answer is ``on_expiry``'s, given by the deadline and not by a person."""
 
     @property
     def finished(self) -> bool:
@@ -274,15 +283,30 @@ def record_reply(
 def denial(call: CallRecord) -> str:
     """What the model is told of a denied ``call``: that it was denied, and the
     person's reason when they gave one."""
+    if call.expired:
+        return (
+            f"denied: nobody answered the approval request for this {call.name} call "
+            "before its deadline, so it was not run."
+        )
     said = f"denied: the user did not approve this {call.name} call."
     return f"{said} Their reason: {call.reason}" if call.reason else said
 
 
-def record_approval_asked(turn: TurnJournal, call_id: str, at: float | None = None) -> None:
-    """``call_id`` now waits for a person's answer (asked at wall time ``at``)."""
+def record_approval_asked(
+    turn: TurnJournal,
+    call_id: str,
+    at: float | None = None,
+    *,
+    deadline_at: float | None = None,
+    on_expiry: OnExpiry = "deny",
+) -> None:
+    """``call_id`` now waits for a person's answer (asked at wall time ``at``),
+    until ``deadline_at`` if there is one, when it becomes ``on_expiry``."""
     call = _pending(turn, call_id)
     call.approval = "asked"
     call.asked_at = at
+    call.deadline_at = deadline_at
+    call.on_expiry = on_expiry
 
 
 def record_approval(

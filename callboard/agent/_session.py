@@ -38,8 +38,9 @@ from ..actors import Context
 from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
-from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ..tools import DEFAULT_APPROVAL_POLICY
 from ..views import PromptMode
+from ._approval_deadlines import APPROVAL_DEADLINE, read_approvals
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
@@ -75,6 +76,7 @@ class SessionState:
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
     steering: list[Steer] = attrs.Factory(list)
+    allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the session
 
 
 class Session(TurnRunner):
@@ -83,8 +85,9 @@ class Session(TurnRunner):
     Messages: ``prompt`` (``{"text", "mode"}`` or a string; ``mode`` is ``queue``,
     ``steer`` or ``interrupt``, see ``_steer``), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
-    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
-    ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
+    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason",
+    "scope"}``; ``approved`` defaults to true), ``job.finished`` from one of its
+    jobs, and ``approval.deadline`` (its own timer).
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
     """
@@ -163,7 +166,11 @@ class Session(TurnRunner):
                 self._cancel(ctx, message, cancel.turn_id)
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
+                self._approve(
+                    ctx, message, answer.call_id, answer.approved, answer.reason, answer.scope
+                )
+        elif message.type == APPROVAL_DEADLINE:
+            self._approval_deadline(ctx, message)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
@@ -290,9 +297,10 @@ class Session(TurnRunner):
 
     def _settings(self, ctx: Context) -> AgentSettings:
         spec = self.spec
-        policy = (
-            ApprovalPolicy.from_json(spec.approvals)
-            if spec.approvals is not None
-            else DEFAULT_APPROVAL_POLICY
+        policy, deadlines = read_approvals(
+            spec.approvals, spec.approval_timeout, spec.approval_default
         )
-        return agent_settings(ctx, spec, workspace=spec.workspace, policy=policy)
+        return agent_settings(
+            ctx, spec, workspace=spec.workspace, policy=policy or DEFAULT_APPROVAL_POLICY,
+            deadlines=deadlines,
+        )  # fmt: skip

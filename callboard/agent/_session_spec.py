@@ -8,8 +8,8 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
-from ..tools import ApprovalPolicy
-from ..views import check_provider_name
+from ..views import check_approval_default, check_approval_timeout, check_provider_name
+from ._approval_deadlines import read_approvals
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -32,7 +32,7 @@ def _check_workspace(instance: SessionSpec, attribute: Any, value: Any) -> None:
 def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
     if value is not None:
         try:
-            ApprovalPolicy.from_json(value)
+            read_approvals(value)
         except ValueError as exc:
             raise TypeError(f"'approvals': {exc}") from None
 
@@ -46,8 +46,12 @@ class SessionSpec:
     ``model`` and ``model_url``, else ``$CALLBOARD_MODEL`` and
     ``$CALLBOARD_MODEL_URL``. ``background_on_timeout``: a command still running
     at its timeout goes on as a background job (true) or is stopped (false).
-    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`);
-    None means `DEFAULT_APPROVAL_POLICY`.
+    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`),
+    where a tool's entry may also be ``{"approval", "timeout", "default"}``
+    (``_approval_deadlines``); None means `DEFAULT_APPROVAL_POLICY`.
+    ``approval_timeout`` (seconds; None: no deadline) is how long a call waits
+    for its approval, and ``approval_default`` (``deny`` or ``approve``) what
+    it becomes then, unless the tool's entry says otherwise.
     ``on_restart`` says what happens to a turn cut off by a crash: ``continue``
     it, or report it as ``turn.interrupted`` and pause the queue.
     ``executor`` says where ``shell_run`` and the jobs run: None on this
@@ -73,3 +77,7 @@ class SessionSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    approval_timeout: float | None = attrs.field(default=None, validator=check_approval_timeout)
+    approval_default: Literal["deny", "approve"] = attrs.field(
+        default="deny", validator=check_approval_default
+    )

@@ -39,6 +39,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ..views import PromptMode
+from ._approval_deadlines import APPROVAL_DEADLINE, ApprovalDeadlines, ToolDeadline
 from ._bodies import ApproveBody, TextBody, read_body
 from ._confinement import (
     check_directory,
@@ -67,6 +68,9 @@ from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
 __all__ = ["Task", "TaskJobsState"]
 
+_OWN_TIMERS = ("deadline", APPROVAL_DEADLINE)
+"""Timers a settled task ignores without a word: they were set before it settled."""
+
 
 @attrs.define
 class TaskJobsState(TaskState):
@@ -75,6 +79,7 @@ class TaskJobsState(TaskState):
 
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the task
 
 
 class Task(TurnRunner):
@@ -83,9 +88,9 @@ class Task(TurnRunner):
     Messages: ``message`` (``{"text", "mode"}`` or a string; its id is
     `message_id_for` its seq; ``mode`` is ``queue``, ``steer`` or ``interrupt``,
     see ``_steer``), ``cancel``, ``approve`` (``{"call_id",
-    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
-    from one of its jobs. After the task settled, a message is answered with
-    ``message.rejected``.
+    "approved", "reason", "scope"}``), ``deadline`` and ``approval.deadline``
+    (the task's own timers), and ``job.finished`` from one of its jobs. After
+    the task settled, a message is answered with ``message.rejected``.
     """
 
     kind = "task"
@@ -144,7 +149,7 @@ class Task(TurnRunner):
             self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
 
     async def handle(self, ctx: Context, message: Message) -> None:
-        if self.state.terminal is not None and message.type != "deadline":
+        if self.state.terminal is not None and message.type not in _OWN_TIMERS:
             if message.type == "message":
                 self.state.messages.append(
                     TaskMessage(message_id_for(message.seq), status="unanswered")
@@ -166,7 +171,11 @@ class Task(TurnRunner):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
+                self._approve(
+                    ctx, message, answer.call_id, answer.approved, answer.reason, answer.scope
+                )
+        elif message.type == APPROVAL_DEADLINE:
+            self._approval_deadline(ctx, message)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
@@ -295,5 +304,9 @@ class Task(TurnRunner):
         )
 
     def _settings(self, ctx: Context) -> AgentSettings:
-        policy = ApprovalPolicy(default=self.spec.approve)
-        return agent_settings(ctx, self.spec, workspace=self.state.workspace, policy=policy)
+        spec = self.spec
+        policy = ApprovalPolicy(default=spec.approve)
+        deadlines = ApprovalDeadlines(ToolDeadline(spec.approval_timeout, spec.approval_default))
+        return agent_settings(
+            ctx, spec, workspace=self.state.workspace, policy=policy, deadlines=deadlines
+        )

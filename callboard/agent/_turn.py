@@ -40,6 +40,7 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -56,7 +57,6 @@ from ._journal import (
     close_turn,
     conversation,
     next_step,
-    record_approval_asked,
     record_reply,
     record_result,
     record_started,
@@ -97,7 +97,7 @@ class AgentSettings:
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
     actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
     wire, for the client alone: the turn reads and writes one conversation
-    shape whatever it is.
+    shape whatever it is. ``deadlines`` say how long an approval waits.
     """
 
     workspace: Path
@@ -108,6 +108,7 @@ class AgentSettings:
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
     provider: Provider = "openai"
+    deadlines: ApprovalDeadlines = attrs.Factory(ApprovalDeadlines)
 
 
 @attrs.define(eq=False)
@@ -157,6 +158,7 @@ async def drive_turn(
     *,
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
+    approval_for: Callable[[str], str] | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -166,14 +168,17 @@ async def drive_turn(
     in the same commit. ``wait_approval`` returns once an ``approve`` message
     may have answered a pending call. ``jobs`` go to every tool call;
     ``before_model_call`` is the owner's hook (module docstring): what it
-    appends after a text answer continues the turn.
+    appends after a text answer continues the turn. ``approval_for`` gives a
+    tool's approval word, read at every call (the owner's tools allowed for
+    the session); by default the policy's.
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
             request, or failed after the client's retries).
     """
+    word = approval_for or settings.policy.for_tool
     while True:
-        step = next_step(turn, settings.policy.for_tool)
+        step = next_step(turn, word)
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
@@ -223,8 +228,9 @@ async def drive_turn(
             _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
         elif isinstance(step, RequestApproval):
             call = step.call
-            record_approval_asked(turn, call.id, ctx.now())
-            ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
+            deadline = ask_approval(ctx, turn, call, settings.deadlines)
+            asked = _call_event(turn, call.id, call.name, call.arguments)
+            ctx.emit("approval.requested", {**asked, **deadline})
         elif isinstance(step, AwaitApproval):
             await wait_approval()
             continue
@@ -239,8 +245,9 @@ def close_turn_records(
     For a handler that cancels a turn (or an actor that will not continue one
     after a restart); the caller emits the turn's end and commits. A call that
     had started is announced as finished, so a client showing it running
-    sees it end.
+    sees it end. The deadlines of its calls still waiting for approval go.
     """
+    cancel_deadlines(ctx, turn)
     started = {c.id for c in turn.calls if c.status == "started"}
     open_calls = [(c.id, c.name) for c in turn.calls if not c.finished]
     chat.append(ctx, close_turn(turn, result))

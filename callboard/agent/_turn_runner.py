@@ -5,7 +5,8 @@ how the turn runs is the same. One activity, the *runner*, runs the active
 turn through `drive_turn` or asks the kind to start the next; a handler can
 cancel the running turn through the scope kept on the actor, and an
 ``approve`` message answers a pending approval and wakes the turn waiting
-for it; a job's ``job.finished`` is recorded alike. The kind writes
+for it; a job's ``job.finished`` is recorded alike, and an approval's
+deadline (``_approval_deadlines``) too. The kind writes
 `_start_next` and `_run_turn` (with `_drive` at its heart), `_settings`
 (with `agent_settings`) and `_job_tools`.
 """
@@ -26,6 +27,15 @@ from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ..views import PendingApproval
+from ._approval_deadlines import (
+    ApprovalDeadlines,
+    Scope,
+    allow_for_session,
+    approval_for,
+    cancel_deadline,
+    deadline_fields,
+    expire_approval,
+)
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
@@ -44,7 +54,8 @@ class TurnRunner(Actor):
     """An agent actor whose turns run in one activity, the runner, while `is_busy`.
 
     The state has ``active`` (the running turn's journal or None),
-    ``machine_events`` and ``jobs``; ``_chat`` is set by the kind's ``__init__``.
+    ``machine_events``, ``jobs`` and ``allowed_tools``; ``_chat`` is set by the
+    kind's ``__init__``.
     """
 
     _chat: ConversationLog
@@ -129,12 +140,15 @@ class TurnRunner(Actor):
             return events + self._take_steers(ctx, turn)
 
         answer, failure = "", None
+        settings = self._settings(ctx)
+        # Read at every call: an answer may allow a tool for the session meanwhile.
+        word = approval_for(settings.policy, lambda: self.state.allowed_tools)
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
                 answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
-                    jobs=self._job_tools(ctx), before_model_call=take_events,
+                    ctx, turn, settings, self._chat, client, self._wait_approval,
+                    jobs=self._job_tools(ctx), before_model_call=take_events, approval_for=word,
                 )  # fmt: skip
             except ModelError as exc:
                 failure = exc
@@ -172,25 +186,57 @@ class TurnRunner(Actor):
         if turn is None:
             return []
         return [
-            PendingApproval(self.address, c.id, c.name, _arguments(c.arguments), c.asked_at)
+            PendingApproval(
+                self.address, c.id, c.name, _arguments(c.arguments), c.asked_at,
+                c.deadline_at, c.on_expiry if c.deadline_at is not None else None,
+            )
             for c in turn.awaiting_approval()
-        ]
+        ]  # fmt: skip
 
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
-        reason: str | None = None,
+        reason: str | None = None, scope: Scope = "call",
     ) -> None:  # fmt: skip
+        """Record a person's answer; ``scope`` ``session`` also allows the tool for
+        the rest of the session."""
         turn = self.state.active
+        if scope == "session" and approved is not True:
+            reject(ctx, message, "'scope': 'session' allows a tool for the rest of the "
+                   "session, so it goes only with 'approved': true")  # fmt: skip
+            return
         try:
             answered = answer_approval(turn, call_id, approved, reason)
         except ValueError as refused:
             reject(ctx, message, str(refused))
             return
         assert turn is not None
+        call = turn.call(answered)
+        cancel_deadline(ctx, turn, call)
         answer: dict[str, Any] = {"call_id": answered, "approved": approved}
         if reason is not None:
             answer["reason"] = reason
+        if scope == "session":
+            allow_for_session(self.state.allowed_tools, call.name)
+            answer["scope"] = "session"
         ctx.emit("approval.answered", {**turn_event(turn), **answer})
+        self._wake_approvals()
+
+    def _approval_deadline(self, ctx: Context, message: Message) -> None:
+        """An approval's deadline passed (its timer, sent by the actor to itself):
+        the call takes its ``on_expiry`` answer unless someone answered first."""
+        if message.sender != ctx.address:
+            reject(ctx, message, f"{message.type!r} is the actor's own timer; answer an "
+                   "approval with an 'approve' message")  # fmt: skip
+            return
+        turn = self.state.active
+        call = expire_approval(turn, message.body)
+        if call is None or turn is None:
+            return  # answered, or its turn ended, before the timer was handled
+        expired = {"call_id": call.id, "name": call.name, "approved": call.approval == "approved"}
+        ctx.emit("approval.expired", {**turn_event(turn), **expired, **deadline_fields(call)})
+        self._wake_approvals()
+
+    def _wake_approvals(self) -> None:
         # A fresh event for the next approval; the turn waiting on this one wakes.
         self._approvals.set()
         self._approvals = trio.Event()
@@ -209,8 +255,9 @@ def _arguments(text: str) -> Any:
 
 
 def agent_settings(
-    ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy
-) -> AgentSettings:
+    ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy,
+    deadlines: ApprovalDeadlines | None = None,
+) -> AgentSettings:  # fmt: skip
     """The settings of a turn of the actor at ``ctx``: the model is the spec's, else
     the runtime's settings, else ``$CALLBOARD_MODEL_URL`` and ``$CALLBOARD_MODEL``.
 
@@ -228,6 +275,7 @@ def agent_settings(
         policy=policy,
         jobs_root=jobs_dir(host),
         provider=_provider(spec.provider, base_url, host),
+        deadlines=deadlines or ApprovalDeadlines(),
     )
 
 

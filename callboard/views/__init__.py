@@ -34,6 +34,8 @@ from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
+from ._run_spec import check_approval_default as check_approval_default
+from ._run_spec import check_approval_timeout as check_approval_timeout
 from ._run_spec import check_key_env as check_key_env
 from ._run_spec import check_provider_name as check_provider_name
 from ._run_spec import executor_shape_problem as executor_shape_problem
@@ -75,6 +77,8 @@ __all__ = [
     "Terminal",
     "WaitOutcome",
     "WaitTimedOut",
+    "check_approval_default",
+    "check_approval_timeout",
     "check_key_env",
     "check_mode",
     "check_provider_name",

@@ -9,6 +9,7 @@ ssh options it will pass on) is checked where the spec arrives, at
 
 from __future__ import annotations
 
+import math
 import os
 from datetime import timedelta
 from typing import Any, Literal
@@ -23,6 +24,8 @@ __all__ = [
     "SSH_EXECUTOR_KEYS",
     "Approval",
     "RunSpec",
+    "check_approval_default",
+    "check_approval_timeout",
     "check_executor_shape",
     "check_key_env",
     "check_provider_name",
@@ -126,6 +129,22 @@ def _check_deadline(instance: RunSpec, attribute: Any, value: float | None) -> N
         raise TypeError(f"'deadline' must be positive, got {value!r} seconds")
 
 
+def check_approval_timeout(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``approval_timeout`` is None or a positive, finite number."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"'approval_timeout' must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise TypeError(f"'approval_timeout' must be a positive number of seconds, got {value!r}")
+
+
+def check_approval_default(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``approval_default`` is ``deny`` or ``approve``."""
+    if value not in ("deny", "approve"):
+        raise TypeError(f"'approval_default' must be 'deny' or 'approve', got {value!r}")
+
+
 def _check_prompt(instance: RunSpec, attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise TypeError(f"'prompt' must be non-empty text, got {value!r}")
@@ -157,6 +176,9 @@ class RunSpec:
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
     ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
+    ``approval_timeout`` (seconds; None: no deadline) is how long a call that
+    asks waits for its answer, and ``approval_default`` (``deny`` or
+    ``approve``) what it becomes then.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -171,3 +193,7 @@ class RunSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    approval_timeout: float | None = attrs.field(default=None, validator=check_approval_timeout)
+    approval_default: Literal["deny", "approve"] = attrs.field(
+        default="deny", validator=check_approval_default
+    )

@@ -182,12 +182,14 @@ def settled_refusal(address: str, record: TaskRecord | None) -> ActorStopped:
 
 
 def approve_body(
-    call_id: str | None, approved: bool, reason: str | None = None
+    call_id: str | None, approved: bool, reason: str | None = None, always: bool = False
 ) -> dict[str, object]:
-    """The body of an ``approve`` message."""
+    """The body of an ``approve`` message (``always``: the tool for the rest of the task)."""
     body: dict[str, object] = {"approved": approved}
     if call_id is not None:
         body["call_id"] = call_id
     if reason is not None:
         body["reason"] = reason
+    if always:
+        body["scope"] = "session"
     return body
