@@ -39,6 +39,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
+from ._compaction import PromptSize
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
@@ -70,6 +71,7 @@ class SessionState:
     turns: int = 0  # turn ids issued so far
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
 
 
 class Session(TurnRunner):

@@ -9,7 +9,7 @@ import attrs
 
 from ..codec import strict_json
 from ..tools import ApprovalPolicy
-from ..views import check_provider_name
+from ..views import check_context_window, check_keep_turns, check_provider_name
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -61,6 +61,11 @@ class SessionSpec:
     completions) or ``anthropic`` (the Messages API); None means the
     runtime's ``provider`` setting (``serve --provider``) for the configured
     model URL, and ``openai`` for a URL of the spec's own.
+    ``context_window`` is the size in tokens a model request may reach (as
+    estimated: ``callboard.agent._compaction``) before the turns older than the
+    last ``keep_turns`` are summarised into a checkpoint; None means the
+    runtime's ``context_window`` setting for the configured model URL, else
+    compaction only when the server says the conversation overflows.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -73,3 +78,5 @@ class SessionSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)

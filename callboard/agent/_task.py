@@ -38,6 +38,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ._bodies import ApproveBody, TextBody, read_body
+from ._compaction import PromptSize
 from ._confinement import (
     check_directory,
     check_executor_host,
@@ -72,6 +73,7 @@ class TaskJobsState(TaskState):
 
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
 
 
 class Task(TurnRunner):

@@ -38,6 +38,7 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._compaction import Compaction, PromptSize, ask_compacting, model_messages, summariser
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -52,7 +53,6 @@ from ._journal import (
     RunTool,
     TurnJournal,
     close_turn,
-    conversation,
     next_step,
     record_approval_asked,
     record_reply,
@@ -95,7 +95,8 @@ class AgentSettings:
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
     actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
     wire, for the client alone: the turn reads and writes one conversation
-    shape whatever it is.
+    shape whatever it is. ``compaction`` says when the conversation is
+    summarised to fit the model's context (``_compaction``).
     """
 
     workspace: Path
@@ -106,6 +107,7 @@ class AgentSettings:
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
     provider: Provider = "openai"
+    compaction: Compaction = attrs.field(factory=Compaction)
 
 
 @attrs.define(eq=False)
@@ -155,6 +157,7 @@ async def drive_turn(
     *,
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
+    prompt_size: PromptSize | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -164,7 +167,9 @@ async def drive_turn(
     in the same commit. ``wait_approval`` returns once an ``approve`` message
     may have answered a pending call. ``jobs`` go to every tool call;
     ``before_model_call`` is the owner's hook (module docstring): what it
-    appends after a text answer continues the turn.
+    appends after a text answer continues the turn. ``prompt_size`` is the
+    owner's record of the last request's size (in its snapshot), which
+    compaction reads (``_compaction``); None estimates every request by its bytes.
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
@@ -178,7 +183,7 @@ async def drive_turn(
             if before_model_call is not None:
                 before_model_call(turn)  # committed with the model's answer
             began = time.monotonic()
-            reply = await _ask_model(ctx, turn, settings, chat, client)
+            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size)
             elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
@@ -266,6 +271,26 @@ def _record(
     ctx.emit("tool.finished", _finished_event(turn, call.id, call.name, result, status))
 
 
+async def _ask_compacting(
+    ctx: Context,
+    turn: TurnJournal,
+    settings: AgentSettings,
+    chat: ConversationLog,
+    client: ChatClient,
+    prompt_size: PromptSize | None,
+) -> AssistantReply:
+    """Ask the model, compacting the conversation first or after an overflow (``_compaction``)."""
+    if not settings.base_url or not settings.model:
+        raise ModelError(NO_MODEL_HELP, retryable=False)
+    return await ask_compacting(
+        ctx, turn, chat, PromptSize() if prompt_size is None else prompt_size,
+        settings.compaction,
+        summariser(client, base_url=settings.base_url, model=settings.model),
+        lambda: _ask_model(ctx, turn, settings, chat, client),
+        system_prompt=settings.system_prompt, tools=tool_schemas(settings.tools),
+    )  # fmt: skip
+
+
 async def _ask_model(
     ctx: Context,
     turn: TurnJournal,
@@ -273,8 +298,7 @@ async def _ask_model(
     chat: ConversationLog,
     client: ChatClient,
 ) -> AssistantReply:
-    if not settings.base_url or not settings.model:
-        raise ModelError(NO_MODEL_HELP, retryable=False)
+    assert settings.base_url and settings.model  # checked by _ask_compacting
     turn_id = turn.turn_id
 
     def on_delta(text: str) -> None:
@@ -286,7 +310,7 @@ async def _ask_model(
             return await client.stream_chat(
                 base_url=settings.base_url,
                 model=settings.model,
-                messages=conversation(settings.system_prompt, chat.items(ctx)),
+                messages=model_messages(settings.system_prompt, chat.items(ctx)),
                 tools=tool_schemas(settings.tools),
                 on_delta=on_delta,
             )

@@ -30,6 +30,8 @@ from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
+from ._run_spec import check_context_window as check_context_window
+from ._run_spec import check_keep_turns as check_keep_turns
 from ._run_spec import check_key_env as check_key_env
 from ._run_spec import check_provider_name as check_provider_name
 from ._run_spec import executor_shape_problem as executor_shape_problem
@@ -69,6 +71,8 @@ __all__ = [
     "Terminal",
     "WaitOutcome",
     "WaitTimedOut",
+    "check_context_window",
+    "check_keep_turns",
     "check_key_env",
     "check_provider_name",
     "executor_shape_problem",

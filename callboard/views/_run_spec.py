@@ -23,7 +23,9 @@ __all__ = [
     "SSH_EXECUTOR_KEYS",
     "Approval",
     "RunSpec",
+    "check_context_window",
     "check_executor_shape",
+    "check_keep_turns",
     "check_key_env",
     "check_provider_name",
     "executor_shape_problem",
@@ -111,6 +113,18 @@ def check_provider_name(instance: Any, attribute: Any, value: object) -> None:
         )
 
 
+def check_context_window(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``context_window`` is None or a positive number of tokens."""
+    if value is not None and (type(value) is not int or value <= 0):
+        raise TypeError(f"'context_window' must be a positive number of tokens, got {value!r}")
+
+
+def check_keep_turns(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``keep_turns`` is a number of turns, 0 or more."""
+    if type(value) is not int or value < 0:
+        raise TypeError(f"'keep_turns' must be a number of turns, 0 or more, got {value!r}")
+
+
 def _seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
@@ -156,7 +170,8 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
+    ``api_key_env``, ``provider``, ``context_window`` and ``keep_turns`` are
+    as in `callboard.agent.SessionSpec`.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -171,3 +186,5 @@ class RunSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
