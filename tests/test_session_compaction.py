@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import threading
 from typing import Any
 
 import pytest
 import trio
-from scripted_model import ScriptedModel, hold, status, text, tool_call
+from scripted_model import DEFAULT_USAGE, ScriptedModel, hold, status, text, tool_call
+from serve_helpers import serve_env, serving
 from session_helpers import ADDRESS, KINDS, NAME, Watch, killed_at_exit, spec
 
 import callboard
-from callboard.agent import CHECKPOINT_TYPE, SUMMARY_HEADER, SUMMARY_INSTRUCTION
+from callboard.agent import (
+    CHECKPOINT_TYPE,
+    SUMMARY_HEADER,
+    SUMMARY_INSTRUCTION,
+    RunSpec,
+    Settled,
+    builtin_kinds,
+)
+from callboard.client import connect
 
 SYSTEM = "Be brief."
 SUMMARY = "The user said first; the agent answered one."
@@ -118,17 +129,18 @@ async def test_a_conversation_over_its_context_window_sends_the_summary_and_the_
         system(SYSTEM), SUMMARY_MESSAGE, user("second"), assistant("two"), user("third"),
         assistant("three"), user("fourth"),
     ]  # fmt: skip
-    assert watch.of("conversation.compacted") == [
-        {
-            "turn_id": "turn-3",
-            "prompt_id": "p3",
-            "turns": 1,
-            "kept_from": 2,
-            "at": 5,
-            "reason": "context_window",
-            "estimated_tokens": estimate(90, assistant("two"), user("third")),
-        }
-    ]
+    (compacted,) = watch.of("conversation.compacted")
+    assert compacted.pop("elapsed") >= 0
+    assert compacted == {
+        "turn_id": "turn-3",
+        "prompt_id": "p3",
+        "turns": 1,
+        "kept_from": 2,
+        "at": 5,
+        "reason": "context_window",
+        "estimated_tokens": estimate(90, assistant("two"), user("third")),
+        "usage": DEFAULT_USAGE,
+    }
     checkpoint = {
         "type": CHECKPOINT_TYPE, "summary": SUMMARY, "keep_from": 2, "turns": 1,
         "reason": "context_window",
@@ -316,3 +328,65 @@ async def test_a_compaction_setting_out_of_range_is_refused_naming_the_field(
             with pytest.raises(callboard.BadRequest) as refused:
                 await rt.spawn("session", {"workspace": str(workspace), **fields}, name=NAME)
     assert said in str(refused.value)
+
+
+async def test_a_task_whose_follow_up_overflows_is_compacted_and_answers_it(data, workspace):
+    released = threading.Event()
+
+    def first(body: dict[str, Any]) -> Any:
+        released.wait(20)  # until both messages are queued: the task must not settle first
+        return text("one")
+
+    script = [first, text("two"), status(400, OVERFLOW), text(SUMMARY), text("three")]
+    with ScriptedModel(script) as model, trio.fail_after(30):
+        async with callboard.open_runtime(
+            data, kinds=builtin_kinds({"workspace": workspace})
+        ) as rt:
+            task_spec = RunSpec(
+                "first", base_url=model.base_url, model="test-model", approve="always",
+                system_prompt=SYSTEM, keep_turns=1,
+            )  # fmt: skip
+            handle = await rt.tasks.spawn(task_spec, name="t1")
+            await rt.tasks.send(handle, "second")
+            last = await rt.tasks.send(handle, "third")
+            released.set()
+            reply = await rt.tasks.wait_message(handle, last, timeout=20)
+    assert isinstance(reply, Settled) and reply.record.result == "three"
+    assert model.requests[3]["messages"] == SUMMARY_OF_THE_FIRST_TURN
+    assert model.requests[4]["messages"] == [
+        system(SYSTEM), SUMMARY_MESSAGE, user("second"), assistant("two"), user("third"),
+    ]  # fmt: skip
+
+
+async def test_serve_context_window_compacts_a_session_on_the_configured_model(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [text("one", usage=usage(50)), text("two", usage=usage(90)), text(SUMMARY), text("3")]
+    with ScriptedModel(script) as model, trio.fail_after(60):
+        extra = ["--model-url", model.base_url, "--model", "m", "--context-window", str(WINDOW),
+                 "--sandbox", "none"]  # fmt: skip
+        async with serving(tmp_path / "data", *extra, cwd=tmp_path) as served:
+            async with connect(served.url, token=served.token) as client:
+                the_spec = {"workspace": str(workspace), "system_prompt": SYSTEM, "keep_turns": 1}
+                await client.spawn("session", the_spec, name=NAME)
+                async with client.subscribe(ADDRESS, after=0) as events:
+                    watch = Watch(events)
+                    for count, prompt in enumerate(["first", "second", "third"], 1):
+                        await client.send(ADDRESS, "prompt", {"text": prompt})
+                        await watch.until("turn.completed", count)
+    assert model.requests[2]["messages"] == SUMMARY_OF_THE_FIRST_TURN
+    assert model.requests[3]["messages"][:2] == [system(SYSTEM), SUMMARY_MESSAGE]
+    assert [e["turns"] for e in watch.of("conversation.compacted")] == [1]
+
+
+async def test_serve_refuses_a_context_window_that_is_not_a_positive_number(tmp_path):
+    command = [sys.executable, "-m", "callboard", "serve", "--data", str(tmp_path / "data"),
+               "--context-window", "0"]  # fmt: skip
+    with trio.fail_after(30):
+        done = await trio.run_process(command, capture_stdout=True, capture_stderr=True,
+                                      check=False, env=serve_env())  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1] == (
+        "callboard serve: error: argument --context-window: must be a positive number of "
+        "tokens, got '0'"
+    )

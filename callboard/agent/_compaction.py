@@ -33,6 +33,7 @@ error ends the turn.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -175,7 +176,7 @@ async def ask_compacting(
     chat: ConversationItems,
     size: PromptSize,
     policy: Compaction,
-    summarise: Callable[[list[dict[str, Any]]], Awaitable[str]],
+    summarise: Callable[[list[dict[str, Any]]], Awaitable[AssistantReply]],
     ask: Callable[[], Awaitable[AssistantReply]],
     *,
     system_prompt: str,
@@ -184,7 +185,7 @@ async def ask_compacting(
     """Ask the model (``ask``), compacting first when the estimate exceeds the window,
     or after the server said the conversation overflows (then asking once more).
 
-    ``summarise(messages)`` makes the summarising call and returns its text.
+    ``summarise(messages)`` makes the summarising call and returns its reply.
     Records the reply's prompt size in ``size``.
 
     Raises:
@@ -219,7 +220,7 @@ async def _compact(
     chat: ConversationItems,
     size: PromptSize,
     policy: Compaction,
-    summarise: Callable[[list[dict[str, Any]]], Awaitable[str]],
+    summarise: Callable[[list[dict[str, Any]]], Awaitable[AssistantReply]],
     reason: Reason,
     estimate: int | None,
 ) -> bool:
@@ -244,7 +245,10 @@ async def _compact(
         ephemeral=True,
     )
     previous_summary = previous["summary"] if previous is not None else None
-    summary = await summarise(summary_request(previous_summary, older))
+    began = time.monotonic()
+    reply = await summarise(summary_request(previous_summary, older))
+    elapsed = time.monotonic() - began
+    summary = reply.content or ""
     if not summary.strip():
         raise ModelError(
             "the model answered the request to summarise the conversation with no text, "
@@ -270,6 +274,9 @@ async def _compact(
         "at": at,
         "reason": reason,
         "estimated_tokens": estimate,
+        # The summarising call is a model call too: what it cost, as assistant.message says.
+        "usage": reply.usage,
+        "elapsed": round(elapsed, 6),
     }
     ctx.emit("conversation.compacted", event)
     await ctx.checkpoint()  # the checkpoint stands before the model is asked with it
@@ -316,18 +323,17 @@ def _said(item: Mapping[str, Any]) -> list[str]:
 
 def summariser(
     client: ChatClient, *, base_url: str, model: str
-) -> Callable[[list[dict[str, Any]]], Awaitable[str]]:
+) -> Callable[[list[dict[str, Any]]], Awaitable[AssistantReply]]:
     """A ``summarise`` for `ask_compacting` that asks ``model`` at ``base_url``, with no tools."""
 
-    async def summarise(messages: list[dict[str, Any]]) -> str:
+    async def summarise(messages: list[dict[str, Any]]) -> AssistantReply:
         try:
-            reply = await client.stream_chat(base_url=base_url, model=model, messages=messages)
+            return await client.stream_chat(base_url=base_url, model=model, messages=messages)
         except ModelError as exc:
             raise ModelError(
                 f"the conversation could not be compacted: {exc}",
                 status=exc.status,
                 retryable=exc.retryable,
             ) from exc
-        return reply.content or ""
 
     return summarise
