@@ -221,6 +221,39 @@ async def test_on_the_anthropic_wire_a_prompt_too_long_compacts_and_the_summary_
     assert watch.of("conversation.compacted")[0]["reason"] == "context_overflow"
 
 
+async def test_a_second_compaction_summarises_the_first_summary_with_the_turns_after_it(
+    data, workspace
+):
+    later = "The user said first and second; the agent answered one and two."
+    script = [
+        text("one"), text("two"), status(400, OVERFLOW), text(SUMMARY), text("three"),
+        status(400, OVERFLOW), text(later), text("four"),
+    ]  # fmt: skip
+    with ScriptedModel(script) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", compacting_spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                for count, prompt in enumerate(["first", "second", "third", "fourth"], 1):
+                    await turn(rt, watch, prompt, count)
+    assert len(model.requests) == 8
+    assert model.requests[6]["messages"] == [
+        system(SUMMARY_INSTRUCTION),
+        user(
+            f"The conversation so far:\n\nSummary of what came before:\n{SUMMARY}"
+            "\n\nUser: second\n\nAssistant: two"
+        ),
+    ]
+    assert model.requests[7]["messages"] == [
+        system(SYSTEM), system(f"{SUMMARY_HEADER}\n\n{later}"), user("third"),
+        assistant("three"), user("fourth"),
+    ]  # fmt: skip
+    assert [(e["turns"], e["kept_from"], e["at"]) for e in watch.of("conversation.compacted")] == [
+        (1, 2, 5),
+        (1, 4, 8),
+    ]
+
+
 async def test_an_overflow_that_persists_after_compacting_fails_the_turn_without_a_second_one(
     data, workspace
 ):
