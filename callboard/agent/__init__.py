@@ -9,6 +9,8 @@ General layout, bottom up:
   Shared by sessions and tasks.
 - ``_turn``: `drive_turn`, which runs a turn inside an actor's activity (model
   calls, tool calls, approvals), committing after every step.
+- ``_compaction``: when a conversation outgrows its model's context, older
+  turns summarised into a checkpoint in the log (`Compaction`, `PromptSize`).
 - ``_job_tools``, ``_job_owner``: the background jobs a session or task owns
   (its records, the job tools, machine events); ``_executor_spec``: where
   their commands run (this machine, or another over ssh).
@@ -30,6 +32,12 @@ General layout, bottom up:
 
 from ._approval_deadlines import ApprovalDeadlines as ApprovalDeadlines
 from ._approval_deadlines import ToolDeadline as ToolDeadline
+from ._compaction import CHECKPOINT_TYPE as CHECKPOINT_TYPE
+from ._compaction import SUMMARY_HEADER as SUMMARY_HEADER
+from ._compaction import SUMMARY_INSTRUCTION as SUMMARY_INSTRUCTION
+from ._compaction import Compaction as Compaction
+from ._compaction import PromptSize as PromptSize
+from ._compaction import model_messages as model_messages
 from ._journal import CANCELLED_RESULT as CANCELLED_RESULT
 from ._journal import INTERRUPTED_RESULT as INTERRUPTED_RESULT
 from ._journal import NOT_RUN_RESULT as NOT_RUN_RESULT
@@ -83,6 +91,7 @@ from ._turn import drive_turn as drive_turn
 
 __all__ = [
     "CANCELLED_RESULT",
+    "CHECKPOINT_TYPE",
     "DEFAULT_SYSTEM_PROMPT",
     "DEFAULT_TASK_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
@@ -90,16 +99,20 @@ __all__ = [
     "NOT_RUN_RESULT",
     "NO_MODEL_HELP",
     "NO_WORKSPACE_HELP",
+    "SUMMARY_HEADER",
+    "SUMMARY_INSTRUCTION",
     "AgentSettings",
     "ApprovalDeadlines",
     "AskModel",
     "AwaitApproval",
     "CallRecord",
     "Cancelled",
+    "Compaction",
     "ConversationLog",
     "DeadlineExceeded",
     "Failed",
     "ModelCallHook",
+    "PromptSize",
     "QueuedPrompt",
     "Refuse",
     "ReportInterrupted",
@@ -128,6 +141,7 @@ __all__ = [
     "close_turn_records",
     "conversation",
     "drive_turn",
+    "model_messages",
     "next_step",
     "record_approval",
     "record_approval_asked",

@@ -42,6 +42,7 @@ from ..tools import DEFAULT_APPROVAL_POLICY
 from ..views import PromptMode
 from ._approval_deadlines import APPROVAL_DEADLINE, read_approvals
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
+from ._compaction import PromptSize
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
@@ -77,6 +78,7 @@ class SessionState:
     machine_events: list[str] = attrs.Factory(list)
     steering: list[Steer] = attrs.Factory(list)
     allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the session
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
 
 
 class Session(TurnRunner):

@@ -8,7 +8,13 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
-from ..views import check_approval_default, check_approval_timeout, check_provider_name
+from ..views import (
+    check_approval_default,
+    check_approval_timeout,
+    check_context_window,
+    check_keep_turns,
+    check_provider_name,
+)
 from ._approval_deadlines import read_approvals
 from ._executor_spec import check_executor, check_key_env
 
@@ -65,6 +71,11 @@ class SessionSpec:
     completions) or ``anthropic`` (the Messages API); None means the
     runtime's ``provider`` setting (``serve --provider``) for the configured
     model URL, and ``openai`` for a URL of the spec's own.
+    ``context_window`` is the size in tokens a model request may reach (as
+    estimated: ``callboard.agent._compaction``) before the turns older than the
+    last ``keep_turns`` are summarised into a checkpoint; None means the
+    runtime's ``context_window`` setting for the configured model URL, else
+    compaction only when the server says the conversation overflows.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -81,3 +92,5 @@ class SessionSpec:
     approval_default: Literal["deny", "approve"] = attrs.field(
         default="deny", validator=check_approval_default
     )
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)

@@ -41,6 +41,7 @@ from ..tools import ApprovalPolicy
 from ..views import PromptMode
 from ._approval_deadlines import APPROVAL_DEADLINE, ApprovalDeadlines, ToolDeadline
 from ._bodies import ApproveBody, TextBody, read_body
+from ._compaction import PromptSize
 from ._confinement import (
     check_directory,
     check_executor_host,
@@ -80,6 +81,7 @@ class TaskJobsState(TaskState):
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
     allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the task
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
 
 
 class Task(TurnRunner):

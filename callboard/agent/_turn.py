@@ -41,6 +41,7 @@ from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
+from ._compaction import Compaction, PromptSize, ask_compacting, model_messages, summariser
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -55,7 +56,6 @@ from ._journal import (
     RunTool,
     TurnJournal,
     close_turn,
-    conversation,
     next_step,
     record_reply,
     record_result,
@@ -98,6 +98,8 @@ class AgentSettings:
     actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
     wire, for the client alone: the turn reads and writes one conversation
     shape whatever it is. ``deadlines`` say how long an approval waits.
+    ``compaction`` says when the conversation is summarised to fit the
+    model's context (``_compaction``).
     """
 
     workspace: Path
@@ -109,6 +111,7 @@ class AgentSettings:
     tools: tuple[str, ...] = SESSION_TOOLS
     provider: Provider = "openai"
     deadlines: ApprovalDeadlines = attrs.Factory(ApprovalDeadlines)
+    compaction: Compaction = attrs.field(factory=Compaction)
 
 
 @attrs.define(eq=False)
@@ -159,6 +162,7 @@ async def drive_turn(
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
     approval_for: Callable[[str], str] | None = None,
+    prompt_size: PromptSize | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -171,6 +175,9 @@ async def drive_turn(
     appends after a text answer continues the turn. ``approval_for`` gives a
     tool's approval word, read at every call (the owner's tools allowed for
     the session); by default the policy's.
+    appends after a text answer continues the turn. ``prompt_size`` is the
+    owner's record of the last request's size (in its snapshot), which
+    compaction reads (``_compaction``); None estimates every request by its bytes.
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
@@ -186,7 +193,7 @@ async def drive_turn(
                 # What joined the turn is recorded (and announced) before the model reads it.
                 await ctx.checkpoint()
             began = time.monotonic()
-            reply = await _ask_model(ctx, turn, settings, chat, client)
+            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size)
             elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
@@ -277,6 +284,26 @@ def _record(
     ctx.emit("tool.finished", _finished_event(turn, call.id, call.name, result, status))
 
 
+async def _ask_compacting(
+    ctx: Context,
+    turn: TurnJournal,
+    settings: AgentSettings,
+    chat: ConversationLog,
+    client: ChatClient,
+    prompt_size: PromptSize | None,
+) -> AssistantReply:
+    """Ask the model, compacting the conversation first or after an overflow (``_compaction``)."""
+    if not settings.base_url or not settings.model:
+        raise ModelError(NO_MODEL_HELP, retryable=False)
+    return await ask_compacting(
+        ctx, turn, chat, PromptSize() if prompt_size is None else prompt_size,
+        settings.compaction,
+        summariser(client, base_url=settings.base_url, model=settings.model),
+        lambda: _ask_model(ctx, turn, settings, chat, client),
+        system_prompt=settings.system_prompt, tools=tool_schemas(settings.tools),
+    )  # fmt: skip
+
+
 async def _ask_model(
     ctx: Context,
     turn: TurnJournal,
@@ -284,8 +311,7 @@ async def _ask_model(
     chat: ConversationLog,
     client: ChatClient,
 ) -> AssistantReply:
-    if not settings.base_url or not settings.model:
-        raise ModelError(NO_MODEL_HELP, retryable=False)
+    assert settings.base_url and settings.model  # checked by _ask_compacting
     turn_id = turn.turn_id
 
     def on_delta(text: str) -> None:
@@ -297,7 +323,7 @@ async def _ask_model(
             return await client.stream_chat(
                 base_url=settings.base_url,
                 model=settings.model,
-                messages=conversation(settings.system_prompt, chat.items(ctx)),
+                messages=model_messages(settings.system_prompt, chat.items(ctx)),
                 tools=tool_schemas(settings.tools),
                 on_delta=on_delta,
             )

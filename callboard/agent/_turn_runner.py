@@ -36,6 +36,7 @@ from ._approval_deadlines import (
     deadline_fields,
     expire_approval,
 )
+from ._compaction import Compaction
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
@@ -54,8 +55,8 @@ class TurnRunner(Actor):
     """An agent actor whose turns run in one activity, the runner, while `is_busy`.
 
     The state has ``active`` (the running turn's journal or None),
-    ``machine_events``, ``jobs`` and ``allowed_tools``; ``_chat`` is set by the
-    kind's ``__init__``.
+    ``machine_events``, ``jobs``, ``allowed_tools`` and ``prompt_size``
+    (``_compaction``); ``_chat`` is set by the kind's ``__init__``.
     """
 
     _chat: ConversationLog
@@ -149,6 +150,7 @@ class TurnRunner(Actor):
                 answer = await drive_turn(
                     ctx, turn, settings, self._chat, client, self._wait_approval,
                     jobs=self._job_tools(ctx), before_model_call=take_events, approval_for=word,
+                    prompt_size=self.state.prompt_size,
                 )  # fmt: skip
             except ModelError as exc:
                 failure = exc
@@ -263,7 +265,8 @@ def agent_settings(
 
     The provider goes with the URL: the spec's, else, for the configured model
     URL, the runtime's ``provider`` setting (else ``$CALLBOARD_PROVIDER``), else
-    ``openai``.
+    ``openai``. So does the context window: the spec's ``context_window``,
+    else, for the configured model URL, the runtime's ``context_window`` setting.
     """
     host = ctx.settings
     base_url = spec.base_url or configured_model_url(host)
@@ -276,7 +279,20 @@ def agent_settings(
         jobs_root=jobs_dir(host),
         provider=_provider(spec.provider, base_url, host),
         deadlines=deadlines or ApprovalDeadlines(),
+        compaction=Compaction(
+            _context_window(spec.context_window, base_url, host), spec.keep_turns
+        ),
     )
+
+
+def _context_window(named: int | None, base_url: str | None, host: Mapping[str, Any]) -> int | None:
+    if named is not None:
+        return named
+    configured = configured_model_url(host)
+    window = host.get("context_window")
+    if base_url is None or (configured is not None and same_url(base_url, configured)):
+        return window if type(window) is int and window > 0 else None
+    return None
 
 
 def _provider(named: str | None, base_url: str | None, host: Mapping[str, Any]) -> Provider:

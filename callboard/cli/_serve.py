@@ -93,6 +93,10 @@ def add_parsers(subparsers: Any) -> None:
         metavar="NAME",
         help="default model name for new sessions and tasks ($CALLBOARD_MODEL)",
     )
+    add("--context-window", type=_tokens, default=None, metavar="TOKENS",
+        help="the size a request to --model may reach before older turns are "
+        "summarised (a spec's context_window wins); default: only when the server says "
+        "it overflows")  # fmt: skip
     add(
         "--workspace",
         default=None,
@@ -120,6 +124,13 @@ def add_parsers(subparsers: Any) -> None:
     add("--activation-quota", type=int, default=1000, metavar="N",
         help="new actors one token may create per minute (%(default)s; 0: no limit)")  # fmt: skip
     parser.set_defaults(func=run_serve)
+
+
+def _tokens(text: str) -> int:
+    """``--context-window``: a positive number of tokens."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, got {text!r}")
+    return int(text)
 
 
 class KindError(ValueError):
@@ -220,6 +231,7 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
         "model_url": args.model_url,
         "model": args.model,
         "provider": args.provider,
+        "context_window": args.context_window,
         "workspace_roots": roots,
         "allowed_model_urls": list(args.allow_model_url),
         "allowed_key_envs": list(args.allow_key_env),

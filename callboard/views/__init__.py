@@ -36,6 +36,8 @@ from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
 from ._run_spec import check_approval_default as check_approval_default
 from ._run_spec import check_approval_timeout as check_approval_timeout
+from ._run_spec import check_context_window as check_context_window
+from ._run_spec import check_keep_turns as check_keep_turns
 from ._run_spec import check_key_env as check_key_env
 from ._run_spec import check_provider_name as check_provider_name
 from ._run_spec import executor_shape_problem as executor_shape_problem
@@ -79,6 +81,8 @@ __all__ = [
     "WaitTimedOut",
     "check_approval_default",
     "check_approval_timeout",
+    "check_context_window",
+    "check_keep_turns",
     "check_key_env",
     "check_mode",
     "check_provider_name",

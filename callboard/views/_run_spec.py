@@ -26,7 +26,9 @@ __all__ = [
     "RunSpec",
     "check_approval_default",
     "check_approval_timeout",
+    "check_context_window",
     "check_executor_shape",
+    "check_keep_turns",
     "check_key_env",
     "check_provider_name",
     "executor_shape_problem",
@@ -114,6 +116,18 @@ def check_provider_name(instance: Any, attribute: Any, value: object) -> None:
         )
 
 
+def check_context_window(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``context_window`` is None or a positive number of tokens."""
+    if value is not None and (type(value) is not int or value <= 0):
+        raise TypeError(f"'context_window' must be a positive number of tokens, got {value!r}")
+
+
+def check_keep_turns(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``keep_turns`` is a number of turns, 0 or more."""
+    if type(value) is not int or value < 0:
+        raise TypeError(f"'keep_turns' must be a number of turns, 0 or more, got {value!r}")
+
+
 def _seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
@@ -175,10 +189,10 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
-    ``approval_timeout`` (seconds; None: no deadline) is how long a call that
-    asks waits for its answer, and ``approval_default`` (``deny`` or
-    ``approve``) what it becomes then.
+    ``api_key_env``, ``provider``, ``context_window`` and ``keep_turns`` are
+    as in `callboard.agent.SessionSpec`. ``approval_timeout`` (seconds; None:
+    no deadline) is how long a call that asks waits for its answer, and
+    ``approval_default`` (``deny`` or ``approve``) what it becomes then.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -197,3 +211,5 @@ class RunSpec:
     approval_default: Literal["deny", "approve"] = attrs.field(
         default="deny", validator=check_approval_default
     )
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
