@@ -130,6 +130,15 @@ class Printer:
                 f"[approval] {data.get('name')}({data.get('arguments', '')}) waits; answer with: "
                 f"callboard approve {event.actor} {call} (or deny ... --reason TEXT)"
             )
+        elif kind == "turn.steered":
+            self._line(f">> {data.get('text', '')}  [steered into the running turn]")
+        elif kind == "turn.interrupted" and data.get("by"):
+            self._line(f"[interrupted by {data.get('by')}]")
+        elif kind == "approval.expired":
+            verdict = "approved" if data.get("approved") else "denied"
+            self._line(f"[approval] {data.get('name') or data.get('call_id')} expired: {verdict}")
+        elif kind == "conversation.compacted":
+            self._line(f"[{data.get('turns')} earlier turns summarised to fit the model's context]")
         elif self.everything and kind not in _QUIET:
             self._line(format_event(event, with_actor=self.with_actor))
 
