@@ -20,6 +20,7 @@ import orjson
 
 from ..mailbox import Event, format_at
 from ..views import Succeeded, Terminal
+from ..views.task_logic import LIVE_STATUSES
 
 __all__ = [
     "ENDINGS",
@@ -36,9 +37,7 @@ __all__ = [
 RESULT_RULE = "=== succeeded ==="
 ENDINGS = frozenset({"actor.stopped", "actor.failed"})
 """The events after which an actor has ended: nothing follows them."""
-LIVE_STATUSES = frozenset({"active", "idle", "failing"})
 _QUIET = frozenset({"job.output"})  # a wake-up for readers of the output, not news
-"""An actor's statuses while it lives; any other (stopped, failed, a terminal) is an end."""
 
 
 def event_json(event: Event) -> dict[str, Any]:

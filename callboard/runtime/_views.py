@@ -79,8 +79,8 @@ async def list_page(
     and the ``after`` of the next page (None when there is no more)."""
     if limit < 1:
         raise BadRequest(f"a page of actors needs a limit >= 1, got {limit!r}")
-    if status == "active":
-        return await _active_page(cells, kind, after, limit)
+    if status in _IN_MEMORY:
+        return await _in_memory_page(cells, kind, status, after, limit)
     # Stored status: "active" is this runtime's own knowledge, so a page
     # filtered by status may come out shorter than ``limit``.
     # "paused" is a flag of the row beside its stored status: filtered below.
@@ -101,8 +101,12 @@ async def list_page(
     return rows, records[-1].address if more else None
 
 
-async def _active_page(
-    cells: Directory, kind: str | None, after: str | None, limit: int
+_IN_MEMORY = ("active", "waiting", "failing")
+"""Statuses only this runtime knows (its cells'): a page of them reads no listing."""
+
+
+async def _in_memory_page(
+    cells: Directory, kind: str | None, status: str, after: str | None, limit: int
 ) -> tuple[builtins.list[ActorInfo], str | None]:
     prefix = f"{kind}/" if kind is not None else ""
     addresses = sorted(
@@ -113,9 +117,12 @@ async def _active_page(
         record = await cells.store.actor(address)
         if record is None or record.final:
             continue
+        shown = shown_status(cells, address, record.status, record.final, record.paused)
+        if shown != status:
+            continue
         if len(rows) == limit:
             return rows, rows[-1].actor
-        rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
+        rows.append(ActorInfo(address, shown, record.unhandled, record.restarts))
     return rows, None
 
 
@@ -136,7 +143,9 @@ def shown_status(
         if cell.commit_failure is not None:
             return "failing"
         # Paused by its row until the cell has read it (at its start).
-        return "paused" if cell.paused or paused else "active"
+        if cell.paused or paused:
+            return "paused"
+        return "waiting" if cell.waiting_for_approval else "active"
     # A paused actor out of memory is paused still: its row holds the pause.
     return "paused" if paused and not final else stored
 

@@ -200,6 +200,12 @@ class ActorCell(Controls):
     def mailbox_size(self) -> int:
         return len(self._inbox)
 
+    @property
+    def waiting_for_approval(self) -> bool:
+        """A tool call of the live actor waits for a person's answer (``ls``: waiting)."""
+        actor = self._actor
+        return actor is not None and bool(actor.pending_approvals())
+
     # -- what the context asks for ----------------------------------------
 
     def wall_time(self) -> float:
