@@ -39,6 +39,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
@@ -70,6 +71,7 @@ class SessionState:
     turns: int = 0  # turn ids issued so far
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Session(TurnRunner):
@@ -78,7 +80,8 @@ class Session(TurnRunner):
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
     (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
-    ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
+    ``approved`` defaults to true; the call ``budget`` answers a budget's ``ask``),
+    ``raise_budget`` (new limits, `_budgets`), and ``job.finished`` from one of its jobs.
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
     """
@@ -94,6 +97,7 @@ class Session(TurnRunner):
         check_spawn_workspace(spec.workspace, spec.executor, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -160,6 +164,8 @@ class Session(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -236,6 +242,7 @@ class Session(TurnRunner):
         )
         self._chat.append(ctx, items)
         self.state.active = turn
+        self._budget.start_turn(ctx, turn)
         if entry is not None:
             ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
         else:

@@ -9,7 +9,15 @@ import attrs
 
 from ..codec import strict_json
 from ..tools import ApprovalPolicy
-from ..views import check_provider_name
+from ..views import (
+    BudgetPolicy,
+    check_budget_policy,
+    check_cost_limit,
+    check_count_limit,
+    check_prices,
+    check_provider_name,
+    check_turn_deadline,
+)
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -61,6 +69,10 @@ class SessionSpec:
     completions) or ``anthropic`` (the Messages API); None means the
     runtime's ``provider`` setting (``serve --provider``) for the configured
     model URL, and ``openai`` for a URL of the spec's own.
+    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
+    ``prices``, ``turn_deadline`` and ``on_budget`` cap what the session
+    spends and what a breach does (``callboard.views._budget_spec``); a
+    session has a person, so a breach pauses the turn by default.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -73,3 +85,10 @@ class SessionSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    turn_deadline: float | None = attrs.field(default=None, validator=check_turn_deadline)
+    on_budget: BudgetPolicy = attrs.field(default="pause", validator=check_budget_policy)

@@ -38,6 +38,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ._bodies import ApproveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
 from ._confinement import (
     check_directory,
     check_executor_host,
@@ -72,6 +73,7 @@ class TaskJobsState(TaskState):
 
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Task(TurnRunner):
@@ -79,8 +81,9 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
-    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
-    from one of its jobs. After the task settled, a message is answered with
+    "approved", "reason"}``; the call ``budget`` answers a budget's ``ask``),
+    ``raise_budget`` (new limits, `_budgets`), ``deadline`` (the task's own timer),
+    and ``job.finished`` from one of its jobs. After the task settled, a message is answered with
     ``message.rejected``.
     """
 
@@ -104,6 +107,7 @@ class Task(TurnRunner):
             check_directory(host, "the host's workspace")
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -168,6 +172,8 @@ class Task(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
 

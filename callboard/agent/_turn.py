@@ -38,6 +38,7 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._budgets import Budget, BudgetExceeded
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -155,6 +156,7 @@ async def drive_turn(
     *,
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
+    budget: Budget | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -164,7 +166,8 @@ async def drive_turn(
     in the same commit. ``wait_approval`` returns once an ``approve`` message
     may have answered a pending call. ``jobs`` go to every tool call;
     ``before_model_call`` is the owner's hook (module docstring): what it
-    appends after a text answer continues the turn.
+    appends after a text answer continues the turn. ``budget`` admits each
+    model and tool call and is charged in the commit of each (`_budgets`).
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
@@ -175,6 +178,8 @@ async def drive_turn(
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
+            if budget is not None:
+                await budget.admit(ctx, turn, "model")
             if before_model_call is not None:
                 before_model_call(turn)  # committed with the model's answer
             began = time.monotonic()
@@ -183,6 +188,8 @@ async def drive_turn(
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
             chat.append(ctx, record_reply(turn, content, reply.tool_calls))
+            if budget is not None:
+                budget.charge(ctx, reply.usage, settings.model)  # in the answer's commit
             ctx.emit("assistant.message", _assistant_event(turn, reply, elapsed))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
@@ -192,6 +199,13 @@ async def drive_turn(
                 _reopen(turn)
         elif isinstance(step, RunTool):
             call = step.call
+            if budget is not None:
+                try:
+                    await budget.admit(ctx, turn, "tool")
+                except BudgetExceeded:
+                    chat.append(ctx, close_turn(turn))  # each call gets its answer
+                    raise
+                budget.count_tool()  # in the commit that records it as started
             record_started(turn, call.id)
             ctx.emit("tool.started", _call_event(turn, call.id, call.name, call.arguments))
             await ctx.checkpoint()  # recorded as started before it runs

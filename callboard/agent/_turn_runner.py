@@ -26,6 +26,7 @@ from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ..views import PendingApproval
+from ._budgets import BUDGET_CALL_ID, Budget, budget_summary
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
@@ -51,14 +52,16 @@ class TurnRunner(Actor):
 
     @classmethod
     async def summarize(cls, state: Any, logs: Logs) -> dict[str, Any] | None:
-        """The conversation's length, its last turn and the running one (`_summary`)."""
-        return await conversation_summary(state, logs)
+        """The conversation's length, its last turn and the running one (`_summary`),
+        and the budget: usage, limits and a breach (`_budgets`)."""
+        return {**await conversation_summary(state, logs), "budget": budget_summary(state)}
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
+        self._budget = Budget(spec, state.budget)
 
     # -- what the kind writes ------------------------------------------------------
 
@@ -126,11 +129,13 @@ class TurnRunner(Actor):
                 answer = await drive_turn(
                     ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
                     jobs=self._job_tools(ctx), before_model_call=take_events,
+                    budget=self._budget,
                 )  # fmt: skip
             except ModelError as exc:
                 failure = exc
             finally:
                 self._scope = None
+        self._budget.turn_over(turn)
         if scope.cancelled_caught or self.state.active is not turn:
             return None
         if failure is not None:
@@ -143,6 +148,7 @@ class TurnRunner(Actor):
         if self._scope is not None:
             self._scope.cancel()
         close_turn_records(ctx, turn, self._chat)
+        self._budget.turn_over(turn)
         self.state.active = None
 
     def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
@@ -155,6 +161,22 @@ class TurnRunner(Actor):
             reject(ctx, message, refused)
         self._wake(ctx)
 
+    # -- budgets -----------------------------------------------------------------------
+
+    def _budget_message(self, ctx: Context, message: Message) -> None:
+        """``raise_budget``, or the running turn's deadline timer (`_budgets`)."""
+        if message.type == "raise_budget":
+            refused = self._budget.raise_limits(ctx, message)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
+        turn = self.state.active
+        error = self._budget.deadline_passed(ctx, message, turn)
+        if error is not None and turn is not None:
+            self._stop_turn(ctx, turn)
+            failed = {"error": error, "retryable": False, "status": None}
+            ctx.emit("turn.failed", {**turn_event(turn), **failed})
+
     # -- approvals -------------------------------------------------------------------
 
     def pending_approvals(self) -> list[PendingApproval]:
@@ -165,12 +187,17 @@ class TurnRunner(Actor):
         return [
             PendingApproval(self.address, c.id, c.name, _arguments(c.arguments), c.asked_at)
             for c in turn.awaiting_approval()
-        ]
+        ] + self._budget.pending(self.address)
 
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
         reason: str | None = None,
     ) -> None:  # fmt: skip
+        if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
+            refused = self._budget.answer(ctx, approved, reason)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
         turn = self.state.active
         try:
             answered = answer_approval(turn, call_id, approved, reason)

@@ -7,6 +7,7 @@ over the wire.
 - ``_masking``: `mask_secrets`, secrets out of a spec that ``inspect`` shows.
 - ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
+- ``_budget_spec``: the budget fields of a session's and a task's spec, and their checks.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
   events, with no I/O.
@@ -22,6 +23,15 @@ from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
 from ._actors import MessageOutcome as MessageOutcome
 from ._actors import PendingApproval as PendingApproval
+from ._budget_spec import BUDGET_POLICIES as BUDGET_POLICIES
+from ._budget_spec import LIMIT_NAMES as LIMIT_NAMES
+from ._budget_spec import BudgetPolicy as BudgetPolicy
+from ._budget_spec import check_budget_policy as check_budget_policy
+from ._budget_spec import check_cost_limit as check_cost_limit
+from ._budget_spec import check_count_limit as check_count_limit
+from ._budget_spec import check_prices as check_prices
+from ._budget_spec import check_turn_deadline as check_turn_deadline
+from ._budget_spec import prices_problem as prices_problem
 from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
 from ._job_output import OutputPage as OutputPage
 from ._masking import MASK as MASK

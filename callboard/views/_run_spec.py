@@ -16,6 +16,13 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
+from ._budget_spec import (
+    BudgetPolicy,
+    check_budget_policy,
+    check_cost_limit,
+    check_count_limit,
+    check_prices,
+)
 
 __all__ = [
     "APPROVALS",
@@ -157,6 +164,10 @@ class RunSpec:
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
     ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
+    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
+    ``prices`` and ``on_budget`` cap what the task spends (``_budget_spec``);
+    a task has no person to wait for, so a breach fails it unless
+    ``on_budget`` says ``pause`` or ``ask``.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -171,3 +182,9 @@ class RunSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    on_budget: BudgetPolicy = attrs.field(default="fail", validator=check_budget_policy)
