@@ -193,3 +193,26 @@ async def test_sigkill_while_a_breach_holds_the_turn_neither_charges_nor_acts_ag
     assert watch.types().count("tool.started") == 1
     assert usage(view.state)["input_tokens"] == 14 and usage(view.state)["output_tokens"] == 10
     assert len(model.requests) == 2
+
+
+async def test_a_turn_cancelled_while_held_takes_its_breach_and_the_next_turn_announces_its_own(
+    data, workspace
+):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(30):
+        the_spec = spec(model, workspace, max_model_calls=1)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", the_spec, name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                await rt.send(ADDRESS, "cancel")
+                await watch.until("turn.cancelled")
+                cleared = (await rt.inspect(ADDRESS)).state["budget"]["breach"]
+                await rt.send(ADDRESS, "prompt", "third")
+                await watch.until("budget.exceeded", 2)
+    assert cleared is None
+    assert [e["turn_id"] for e in watch.of("budget.exceeded")] == ["turn-2", "turn-3"]
+    assert len(model.requests) == 1

@@ -24,7 +24,9 @@ and announced once (``budget.exceeded``), and the policy acts:
   with the budget error.
 
 A restarted actor finds the recorded breach and waits again without a second
-``budget.exceeded``. A session's ``turn_deadline`` is a durable timer set when
+``budget.exceeded``. A breach belongs to the turn it holds: a turn that ends
+otherwise (cancelled, stopped) takes it along, and the next turn over a limit
+records and announces its own. A session's ``turn_deadline`` is a durable timer set when
 the turn starts (a later turn's timer replaces it; one that fires for a turn
 already over is ignored); when it fires the policy acts the same way: ``fail``
 ends the turn at once, ``pause`` and ``ask`` hold it at its next step.
@@ -235,9 +237,8 @@ class Budget:
         """
         while True:
             breach = self.state.breach
-            if breach is not None and breach.limit == "turn_deadline":
-                if breach.turn_id != turn.turn_id:
-                    self.state.breach = breach = None  # the turn it held is over
+            if breach is not None and breach.turn_id != turn.turn_id:
+                self.state.breach = breach = None  # the turn it held is over: look again
             if breach is None:
                 found = self._over(step)
                 if found is None:
@@ -280,11 +281,11 @@ class Budget:
         return said(breach)
 
     def turn_over(self, turn: TurnJournal) -> None:
-        """``turn`` ended: a deadline breach of its own ends with it."""
+        """``turn`` ended (in the commit that ends it): a breach that held it ends with
+        it, so the next turn over a limit records, and announces, its own."""
         breach = self.state.breach
-        if breach is not None and breach.limit == "turn_deadline":
-            if breach.turn_id == turn.turn_id:
-                self.state.breach = None
+        if breach is not None and breach.turn_id == turn.turn_id:
+            self.state.breach = None
 
     # -- answers -----------------------------------------------------------------------
 
