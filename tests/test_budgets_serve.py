@@ -1,5 +1,7 @@
-"""``callboard serve --prices FILE``: the operator's prices let a spec set ``max_cost``
-for the served model, and a file that does not fit stops serve naming it."""
+"""Budgets from outside: ``callboard serve --prices FILE`` (the operator's prices let
+a spec set ``max_cost`` for the served model; a file that does not fit stops
+serve naming it), and what ``callboard inspect`` and ``approvals`` show of a
+turn a budget holds."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ import sys
 
 import pytest
 import trio
+from client_helpers import REPO, subprocess_env
+from reading_helpers import job_event, serving_with
+from scripted_model import ScriptedModel, text
 from serve_helpers import serve_env, serving
 
 import callboard
@@ -54,3 +59,38 @@ async def test_a_prices_file_that_does_not_fit_stops_serve_naming_it(tmp_path, t
     assert done.returncode == 2
     assert done.stderr.decode().startswith("callboard serve: " + said.format(path=prices))
     assert not (tmp_path / "data").exists()
+
+
+async def test_inspect_and_approvals_show_a_turn_held_by_an_ask_breach(tmp_path):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(60):
+        spec = {
+            "workspace": str(tmp_path), "base_url": model.base_url, "model": "test-model",
+            "max_model_calls": 1, "on_budget": "ask",
+        }  # fmt: skip
+        async with serving_with(tmp_path / "data") as server:
+            async with connect(server.url) as client:
+                await client.spawn("session", spec, name="s1")
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "prompt", {"text": "first"})
+                    await job_event(events, "turn.completed")
+                    await client.send("session/s1", "prompt", {"text": "second"})
+                    await job_event(events, "budget.exceeded")
+            shown = await trio.run_process(
+                [*CALLBOARD, "inspect", "session/s1", "--url", server.url], cwd=REPO,
+                env=subprocess_env(), capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            listed = await trio.run_process(
+                [*CALLBOARD, "approvals", "session/s1", "--json", "--url", server.url], cwd=REPO,
+                env=subprocess_env(), capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    lines = shown.stdout.decode().splitlines()
+    assert (shown.returncode, listed.returncode) == (0, 0)
+    assert lines[lines.index("spec") - 3 : lines.index("spec")] == [
+        "usage         7 in, 5 out, 1 model calls, 0 tool calls, cost 0",
+        "limits        max_model_calls 1",
+        "breach        max_model_calls reached in turn-2 (ask): raise_budget to go on",
+    ]
+    waiting = json.loads(listed.stdout)["approvals"]
+    assert [(a["call_id"], a["tool"], a["arguments"]) for a in waiting] == [
+        ("budget", "raise_budget", {"limit": "max_model_calls", "used": 1, "allowed": 1})
+    ]
