@@ -61,8 +61,8 @@ async def test_a_prices_file_that_does_not_fit_stops_serve_naming_it(tmp_path, t
     assert not (tmp_path / "data").exists()
 
 
-async def test_inspect_and_approvals_show_a_turn_held_by_an_ask_breach(tmp_path):
-    with ScriptedModel([text("one")]) as model, trio.fail_after(60):
+async def test_inspect_approvals_and_approve_see_a_turn_held_by_an_ask_breach(tmp_path):
+    with ScriptedModel([text("one"), text("two")]) as model, trio.fail_after(60):
         spec = {
             "workspace": str(tmp_path), "base_url": model.base_url, "model": "test-model",
             "max_model_calls": 1, "on_budget": "ask",
@@ -83,6 +83,18 @@ async def test_inspect_and_approvals_show_a_turn_held_by_an_ask_breach(tmp_path)
                 [*CALLBOARD, "approvals", "session/s1", "--json", "--url", server.url], cwd=REPO,
                 env=subprocess_env(), capture_stdout=True, capture_stderr=True, check=False,
             )  # fmt: skip
+            approved = await trio.run_process(
+                [*CALLBOARD, "approve", "session/s1", "--url", server.url], cwd=REPO,
+                env=subprocess_env(), capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            async with connect(server.url) as client:
+                async with client.subscribe("session/s1", after=0) as events:
+                    answers = []
+                    async for event in events:
+                        if event.type == "turn.completed":
+                            answers.append(event.data["answer"])
+                            if len(answers) == 2:
+                                break
     lines = shown.stdout.decode().splitlines()
     assert (shown.returncode, listed.returncode) == (0, 0)
     assert lines[lines.index("spec") - 3 : lines.index("spec")] == [
@@ -90,6 +102,8 @@ async def test_inspect_and_approvals_show_a_turn_held_by_an_ask_breach(tmp_path)
         "limits        max_model_calls 1",
         "breach        max_model_calls reached in turn-2 (ask): raise_budget to go on",
     ]
+    assert (approved.returncode, approved.stdout) == (0, b"approved budget of session/s1\n")
+    assert answers == ["one", "two"], "the approval granted one more model call"
     waiting = json.loads(listed.stdout)["approvals"]
     assert [(a["call_id"], a["tool"], a["arguments"]) for a in waiting] == [
         ("budget", "raise_budget", {"limit": "max_model_calls", "used": 1, "allowed": 1})

@@ -193,6 +193,8 @@ class TurnRunner(Actor):
         self, ctx: Context, message: Message, call_id: object, approved: object,
         reason: str | None = None,
     ) -> None:  # fmt: skip
+        if call_id is None and [p.call_id for p in self.pending_approvals()] == [BUDGET_CALL_ID]:
+            call_id = BUDGET_CALL_ID  # the one answer waiting, as for a tool call
         if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
             refused = self._budget.answer(ctx, approved, reason)
             if refused is not None:
