@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import ADDRESS, KINDS, NAME, WRITE_NOTE, Watch, killed_at_exit, spec
+from wires import WIRES
 
 import callboard
 
@@ -151,9 +153,12 @@ async def test_max_cost_is_charged_at_the_spec_prices_in_the_answers_commit(data
     assert len(model.requests) == 1
 
 
-async def test_sigkill_after_a_model_answer_committed_charges_it_exactly_once(data, workspace):
+@pytest.mark.parametrize("wire", WIRES)
+async def test_sigkill_after_a_model_answer_committed_charges_it_exactly_once(
+    data, workspace, wire
+):
     script = [WRITE_NOTE, hold(), text("written")]
-    with ScriptedModel(script) as model, trio.fail_after(30):
+    with ScriptedModel(script, wire=wire) as model, trio.fail_after(30):
         async with killed_at_exit(data, spec(model, workspace), "write the note") as child:
             await child.until_event("tool.finished")
             await model.wait_for_requests(2)
