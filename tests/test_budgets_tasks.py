@@ -67,7 +67,7 @@ async def test_a_paused_task_waits_across_a_restart_and_succeeds_once_raised(dat
     assert len(model.requests) == 2
 
 
-async def test_a_raise_that_names_no_limit_is_rejected_naming_them(data, workspace):
+async def test_a_raise_that_does_not_fit_is_rejected_saying_why(data, workspace):
     with ScriptedModel([write("once")]) as model, trio.fail_after(30):
         the_spec = spec(model, max_model_calls=1, on_budget="pause")
         async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
@@ -75,10 +75,13 @@ async def test_a_raise_that_names_no_limit_is_rejected_naming_them(data, workspa
             await events_of(rt, handle, "budget.exceeded")
             empty = await rt.send(handle, "raise_budget", {})
             negative = await rt.send(handle, "raise_budget", {"max_tokens": 0})
-            outcomes = [await rt.wait_outcome(handle, ack.seq) for ack in (empty, negative)]
+            per_turn = await rt.send(handle, "raise_budget", {"turn_deadline": 60})
+            sent = (empty, negative, per_turn)
+            outcomes = [await rt.wait_outcome(handle, ack.seq) for ack in sent]
     assert [o.reason for o in outcomes] == [
         "'raise_budget' needs at least one of 'max_tokens', 'max_cost', 'max_model_calls', "
         "'max_tool_calls', 'turn_deadline'",
         f"the body of 'raise_budget' to {handle} is not valid ('max_tokens' must be a whole "
         "number above 0, got 0)",
+        "a task has no 'turn_deadline': its time is the spec's 'deadline'",
     ]

@@ -235,6 +235,8 @@ class Budget:
         if not given:
             names = ", ".join(f"'{n}'" for n in (*LIMIT_NAMES, "turn_deadline"))
             return f"'raise_budget' needs at least one of {names}"
+        if "turn_deadline" in given and not hasattr(self._spec, "turn_deadline"):
+            return "a task has no 'turn_deadline': its time is the spec's 'deadline'"
         for name, value in given.items():
             setattr(self.limits, name, value)
         if "turn_deadline" in given and self._holding("turn_deadline"):
