@@ -113,7 +113,9 @@ async def test_denying_an_ask_breach_fails_the_turn_with_the_budget_error(data, 
     assert len(model.requests) == 1
 
 
-async def test_a_fail_breach_at_a_tool_call_ends_the_turn_and_answers_its_calls(data, workspace):
+async def test_a_fail_breach_at_a_tool_call_ends_the_turn_once_and_answers_its_calls(
+    data, workspace
+):
     script = [WRITE_NOTE, NOTE_TWICE, text("never asked")]
     with ScriptedModel(script) as model, trio.fail_after(30):
         the_spec = spec(model, workspace, max_tool_calls=1, on_budget="fail")
@@ -125,7 +127,11 @@ async def test_a_fail_breach_at_a_tool_call_ends_the_turn_and_answers_its_calls(
                 failed = await watch.until("turn.failed")
             view = await rt.inspect(ADDRESS)
             conversation = await rt.read_log(ADDRESS, "conversation", 0, 100)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            after = await rt.inspect(ADDRESS)
     assert failed.data["error"] == "budget exceeded: max_tool_calls is 1 and 1 was used"
+    assert after.state["budget"] == view.state["budget"], "a restart charges nothing more"
+    assert after.state["active"] is None
     assert watch.types().count("budget.exceeded") == 1
     assert watch.types().count("tool.started") == 1
     assert not (workspace / "again.txt").exists()
