@@ -227,3 +227,29 @@ async def test_a_turn_cancelled_while_held_takes_its_breach_and_the_next_turn_an
     assert cleared is None
     assert [e["turn_id"] for e in watch.of("budget.exceeded")] == ["turn-2", "turn-3"]
     assert len(model.requests) == 1
+
+
+async def test_sigkill_right_after_the_answers_commit_charges_it_once_and_the_tool_once(
+    data, workspace
+):
+    with ScriptedModel([WRITE_NOTE, text("written")]) as model, trio.fail_after(30):
+        the_spec = spec(model, workspace, approvals="ask")
+        async with killed_at_exit(data, the_spec, "write the note") as child:
+            # Killed once the answer is durable, before its tool call could run.
+            await child.until_event("assistant.message")
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                asked = await watch.until("approval.requested")
+                charged = usage((await rt.inspect(ADDRESS)).state)
+                await rt.send(ADDRESS, "approve", {"call_id": asked.data["call_id"]})
+                await watch.until("turn.completed")
+            view = await rt.inspect(ADDRESS)
+    assert charged == {
+        "input_tokens": 7, "output_tokens": 5, "model_calls": 1, "tool_calls": 0, "cost": 0.0,
+    }  # fmt: skip
+    assert usage(view.state) == {
+        "input_tokens": 14, "output_tokens": 10, "model_calls": 2, "tool_calls": 1, "cost": 0.0,
+    }  # fmt: skip
+    assert len(model.requests) == 2
+    assert (workspace / "note.txt").read_text() == "once"
