@@ -183,6 +183,7 @@ async def test_inspect_of_a_session_prints_its_conversation_last_turn_and_masked
         "conversation  2 items",
         "last_turn     > hi",
         "              Hello there (0 tool calls)",
+        "usage         7 in, 5 out, 1 model calls, 0 tool calls, cost 0",
     ]
     assert f'    "base_url": "{model.base_url.replace("http://", "http://me:***@")}",' in spec_lines
     assert "hunter2" not in out

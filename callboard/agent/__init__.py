@@ -14,6 +14,9 @@ General layout, bottom up:
 - ``_job_tools``, ``_job_owner``: the background jobs a session or task owns
   (its records, the job tools, machine events); ``_executor_spec``: where
   their commands run (this machine, or another over ssh).
+- ``_budget_state``, ``_budgets``: what a session or task spent, its limits,
+  and what a breach does (``pause``, ``ask``, ``fail``); charged in the
+  commit of each model answer and tool call.
 - ``_bodies``: the bodies of the messages a session and a task take, as
   strict types (a body that does not fit is rejected naming the field).
 - ``_steer``: a prompt's mode against a running turn: ``steer`` joins it at its

@@ -31,7 +31,8 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
     model may reach before the conversation is compacted), ``jobs_dir``
     (default ``<data_dir>/jobs``; made absolute here), ``job_output_cap`` and
     ``job_output_interval`` (how much of a job's output is kept, 1 MiB, and how
-    often it is copied while the job runs, 0.5 s), and
+    often it is copied while the job runs, 0.5 s), ``prices`` (per-token prices
+    of models for specs' ``max_cost``: ``{"MODEL": {"input": P, "output": P}}``), and
     the confinement the operator allows: ``workspace_roots``,
     ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
     ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).

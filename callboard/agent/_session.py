@@ -42,6 +42,7 @@ from ..tools import DEFAULT_APPROVAL_POLICY
 from ..views import PromptMode
 from ._approval_deadlines import APPROVAL_DEADLINE, read_approvals
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
 from ._compaction import PromptSize
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
@@ -79,6 +80,7 @@ class SessionState:
     steering: list[Steer] = attrs.Factory(list)
     allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the session
     prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Session(TurnRunner):
@@ -88,8 +90,9 @@ class Session(TurnRunner):
     ``steer`` or ``interrupt``, see ``_steer``), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
     (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason",
-    "scope"}``; ``approved`` defaults to true), ``job.finished`` from one of its
-    jobs, and ``approval.deadline`` (its own timer).
+    "scope"}``; ``approved`` defaults to true; the call ``budget`` answers a
+    budget's ``ask``), ``raise_budget`` (new limits, `_budgets`), ``job.finished``
+    from one of its jobs, and ``approval.deadline`` (its own timer).
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
     """
@@ -105,6 +108,7 @@ class Session(TurnRunner):
         check_spawn_workspace(spec.workspace, spec.executor, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -176,6 +180,8 @@ class Session(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -274,6 +280,7 @@ class Session(TurnRunner):
         )
         self._chat.append(ctx, items)
         self.state.active = turn
+        self._budget.start_turn(ctx, turn)
         if entry is not None:
             ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
         else:

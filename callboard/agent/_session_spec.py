@@ -9,11 +9,17 @@ import attrs
 
 from ..codec import strict_json
 from ..views import (
+    BudgetPolicy,
     check_approval_default,
     check_approval_timeout,
+    check_budget_policy,
     check_context_window,
+    check_cost_limit,
+    check_count_limit,
     check_keep_turns,
+    check_prices,
     check_provider_name,
+    check_turn_deadline,
 )
 from ._approval_deadlines import read_approvals
 from ._executor_spec import check_executor, check_key_env
@@ -76,6 +82,10 @@ class SessionSpec:
     last ``keep_turns`` are summarised into a checkpoint; None means the
     runtime's ``context_window`` setting for the configured model URL, else
     compaction only when the server says the conversation overflows.
+    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
+    ``prices``, ``turn_deadline`` and ``on_budget`` cap what the session
+    spends and what a breach does (``callboard.views._budget_spec``); a
+    session has a person, so a breach pauses the turn by default.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -94,3 +104,10 @@ class SessionSpec:
     )
     context_window: int | None = attrs.field(default=None, validator=check_context_window)
     keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    turn_deadline: float | None = attrs.field(default=None, validator=check_turn_deadline)
+    on_budget: BudgetPolicy = attrs.field(default="pause", validator=check_budget_policy)

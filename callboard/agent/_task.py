@@ -41,6 +41,7 @@ from ..tools import ApprovalPolicy
 from ..views import PromptMode
 from ._approval_deadlines import APPROVAL_DEADLINE, ApprovalDeadlines, ToolDeadline
 from ._bodies import ApproveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
 from ._compaction import PromptSize
 from ._confinement import (
     check_directory,
@@ -82,6 +83,7 @@ class TaskJobsState(TaskState):
     machine_events: list[str] = attrs.Factory(list)
     allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the task
     prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Task(TurnRunner):
@@ -89,10 +91,11 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text", "mode"}`` or a string; its id is
     `message_id_for` its seq; ``mode`` is ``queue``, ``steer`` or ``interrupt``,
-    see ``_steer``), ``cancel``, ``approve`` (``{"call_id",
-    "approved", "reason", "scope"}``), ``deadline`` and ``approval.deadline``
-    (the task's own timers), and ``job.finished`` from one of its jobs. After
-    the task settled, a message is answered with ``message.rejected``.
+    see ``_steer``), ``cancel``, ``approve`` (``{"call_id", "approved", "reason",
+    "scope"}``; the call ``budget`` answers a budget's ``ask``), ``raise_budget``
+    (new limits, `_budgets`), ``deadline`` and ``approval.deadline`` (the task's
+    own timers), and ``job.finished`` from one of its jobs. After the task
+    settled, a message is answered with ``message.rejected``.
     """
 
     kind = "task"
@@ -115,6 +118,7 @@ class Task(TurnRunner):
             check_directory(host, "the host's workspace")
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -181,6 +185,8 @@ class Task(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
 

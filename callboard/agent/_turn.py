@@ -41,6 +41,7 @@ from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
+from ._budgets import Budget, BudgetExceeded
 from ._compaction import Compaction, PromptSize, ask_compacting, model_messages, summariser
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
@@ -163,6 +164,7 @@ async def drive_turn(
     before_model_call: ModelCallHook | None = None,
     approval_for: Callable[[str], str] | None = None,
     prompt_size: PromptSize | None = None,
+    budget: Budget | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -174,10 +176,11 @@ async def drive_turn(
     ``before_model_call`` is the owner's hook (module docstring): what it
     appends after a text answer continues the turn. ``approval_for`` gives a
     tool's approval word, read at every call (the owner's tools allowed for
-    the session); by default the policy's.
-    appends after a text answer continues the turn. ``prompt_size`` is the
-    owner's record of the last request's size (in its snapshot), which
-    compaction reads (``_compaction``); None estimates every request by its bytes.
+    the session); by default the policy's. ``prompt_size`` is the owner's
+    record of the last request's size (in its snapshot), which compaction reads
+    (``_compaction``); None estimates every request by its bytes. ``budget``
+    admits each model and tool call and is charged in the commit of each
+    (`_budgets`).
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
@@ -189,6 +192,8 @@ async def drive_turn(
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
+            if budget is not None:
+                await budget.admit(ctx, turn, "model")
             if before_model_call is not None and before_model_call(turn):
                 # What joined the turn is recorded (and announced) before the model reads it.
                 await ctx.checkpoint()
@@ -198,6 +203,8 @@ async def drive_turn(
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
             chat.append(ctx, record_reply(turn, content, reply.tool_calls))
+            if budget is not None:
+                budget.charge(ctx, reply.usage, settings.model)  # in the answer's commit
             ctx.emit("assistant.message", _assistant_event(turn, reply, elapsed))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
@@ -208,6 +215,13 @@ async def drive_turn(
                 await ctx.checkpoint()  # the answer and what came after it, before asking again
         elif isinstance(step, RunTool):
             call = step.call
+            if budget is not None:
+                try:
+                    await budget.admit(ctx, turn, "tool")
+                except BudgetExceeded:
+                    chat.append(ctx, close_turn(turn))  # each call gets its answer
+                    raise
+                budget.count_tool()  # in the commit that records it as started
             record_started(turn, call.id)
             ctx.emit("tool.started", _call_event(turn, call.id, call.name, call.arguments))
             await ctx.checkpoint()  # recorded as started before it runs

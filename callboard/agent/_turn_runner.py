@@ -36,6 +36,7 @@ from ._approval_deadlines import (
     deadline_fields,
     expire_approval,
 )
+from ._budgets import BUDGET_CALL_ID, Budget, budget_summary
 from ._compaction import Compaction
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
@@ -63,14 +64,16 @@ class TurnRunner(Actor):
 
     @classmethod
     async def summarize(cls, state: Any, logs: Logs) -> dict[str, Any] | None:
-        """The conversation's length, its last turn and the running one (`_summary`)."""
-        return await conversation_summary(state, logs)
+        """The conversation's length, its last turn and the running one (`_summary`),
+        and the budget: usage, limits and a breach (`_budgets`)."""
+        return {**await conversation_summary(state, logs), "budget": budget_summary(state)}
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
+        self._budget = Budget(spec, state.budget)
 
     # -- what the kind writes ------------------------------------------------------
 
@@ -150,12 +153,13 @@ class TurnRunner(Actor):
                 answer = await drive_turn(
                     ctx, turn, settings, self._chat, client, self._wait_approval,
                     jobs=self._job_tools(ctx), before_model_call=take_events, approval_for=word,
-                    prompt_size=self.state.prompt_size,
+                    prompt_size=self.state.prompt_size, budget=self._budget,
                 )  # fmt: skip
             except ModelError as exc:
                 failure = exc
             finally:
                 self._scope = None
+        self._budget.turn_over(turn)
         if scope.cancelled_caught or self.state.active is not turn:
             return None
         if failure is not None:
@@ -168,6 +172,7 @@ class TurnRunner(Actor):
         if self._scope is not None:
             self._scope.cancel()
         close_turn_records(ctx, turn, self._chat)
+        self._budget.turn_over(turn)
         self.state.active = None
 
     def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
@@ -179,6 +184,22 @@ class TurnRunner(Actor):
         if refused is not None:
             reject(ctx, message, refused)
         self._wake(ctx)
+
+    # -- budgets -----------------------------------------------------------------------
+
+    def _budget_message(self, ctx: Context, message: Message) -> None:
+        """``raise_budget``, or the running turn's deadline timer (`_budgets`)."""
+        if message.type == "raise_budget":
+            refused = self._budget.raise_limits(ctx, message)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
+        turn = self.state.active
+        error = self._budget.deadline_passed(ctx, message, turn)
+        if error is not None and turn is not None:
+            self._stop_turn(ctx, turn)
+            failed = {"error": error, "retryable": False, "status": None}
+            ctx.emit("turn.failed", {**turn_event(turn), **failed})
 
     # -- approvals -------------------------------------------------------------------
 
@@ -193,7 +214,7 @@ class TurnRunner(Actor):
                 c.deadline_at, c.on_expiry if c.deadline_at is not None else None,
             )
             for c in turn.awaiting_approval()
-        ]  # fmt: skip
+        ] + self._budget.pending(self.address)  # fmt: skip
 
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
@@ -201,6 +222,13 @@ class TurnRunner(Actor):
     ) -> None:  # fmt: skip
         """Record a person's answer; ``scope`` ``session`` also allows the tool for
         the rest of the session."""
+        if call_id is None and [p.call_id for p in self.pending_approvals()] == [BUDGET_CALL_ID]:
+            call_id = BUDGET_CALL_ID  # the one answer waiting, as for a tool call
+        if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
+            refused = self._budget.answer(ctx, approved, reason)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
         turn = self.state.active
         if scope == "session" and approved is not True:
             reject(ctx, message, "'scope': 'session' allows a tool for the rest of the "

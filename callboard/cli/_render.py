@@ -194,6 +194,24 @@ def summary_rows(summary: dict[str, Any] | None) -> list[list[str]]:
     if isinstance(running, dict):
         rows.append(["running", f"{running.get('turn_id')} ({running.get('phase')}): "
                                 f"{_one_line(running.get('prompt'))}"])  # fmt: skip
+    return rows + _budget_rows(summary.get("budget"))
+
+
+def _budget_rows(budget: Any) -> list[list[str]]:
+    """What was spent, the limits in force and a breach that holds a turn."""
+    if not isinstance(budget, dict) or not isinstance(budget.get("usage"), dict):
+        return []
+    spent = budget["usage"]
+    tokens = f"{spent.get('input_tokens', 0)} in, {spent.get('output_tokens', 0)} out"
+    calls = f"{spent.get('model_calls', 0)} model calls, {spent.get('tool_calls', 0)} tool calls"
+    rows = [["usage", f"{tokens}, {calls}, cost {spent.get('cost', 0):g}"]]
+    limits = budget.get("limits")
+    if isinstance(limits, dict) and any(v is not None for v in limits.values()):
+        rows.append(["limits", ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)])
+    breach = budget.get("breach")
+    if isinstance(breach, dict):
+        rows.append(["breach", f"{breach.get('limit')} reached in {breach.get('turn_id')} "
+                               f"({breach.get('policy')}): raise_budget to go on"])  # fmt: skip
     return rows
 
 

@@ -38,6 +38,7 @@ from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
 from ._logs import configure_logging, log_lifecycle
 from ._metrics import serve_metrics
+from ._prices import read_prices
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
 
@@ -97,6 +98,9 @@ def add_parsers(subparsers: Any) -> None:
         help="the size a request to --model may reach before older turns are "
         "summarised (a spec's context_window wins); default: only when the server says "
         "it overflows")  # fmt: skip
+    add("--prices", default=None, metavar="FILE",
+        help='per-token prices for max_cost, as JSON: {"MODEL": {"input": PRICE, '
+        '"output": PRICE}}')  # fmt: skip
     add(
         "--workspace",
         default=None,
@@ -168,6 +172,7 @@ def run_serve(args: argparse.Namespace) -> int:
             )
         kinds = [load_kind(spec) for spec in args.kind]
         _workspace_roots(args)  # refused here, before anything starts
+        read_prices(args.prices)
     except (ValueError, CallboardError) as exc:
         _last_word(args, str(exc))
         return EXIT_USAGE
@@ -238,6 +243,7 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
         "allowed_ssh_hosts": list(args.allow_ssh_host),
         "secret_env": tuple(args.secret_env),
         "private_paths": tuple(private),
+        "prices": read_prices(args.prices),
     }
 
 

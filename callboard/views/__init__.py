@@ -8,6 +8,7 @@ over the wire.
 - ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
 - ``_modes``: the modes of a prompt (`PromptMode`): queue, steer, interrupt.
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
+- ``_budget_spec``: the budget fields of a session's and a task's spec, and their checks.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
   events, with no I/O.
@@ -23,6 +24,15 @@ from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
 from ._actors import MessageOutcome as MessageOutcome
 from ._actors import PendingApproval as PendingApproval
+from ._budget_spec import BUDGET_POLICIES as BUDGET_POLICIES
+from ._budget_spec import LIMIT_NAMES as LIMIT_NAMES
+from ._budget_spec import BudgetPolicy as BudgetPolicy
+from ._budget_spec import check_budget_policy as check_budget_policy
+from ._budget_spec import check_cost_limit as check_cost_limit
+from ._budget_spec import check_count_limit as check_count_limit
+from ._budget_spec import check_prices as check_prices
+from ._budget_spec import check_turn_deadline as check_turn_deadline
+from ._budget_spec import prices_problem as prices_problem
 from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
 from ._job_output import OutputPage as OutputPage
 from ._masking import MASK as MASK
@@ -56,7 +66,9 @@ from ._tasks import message_id_for as message_id_for
 
 __all__ = [
     "APPROVALS",
+    "BUDGET_POLICIES",
     "DEFAULT_TASK_SYSTEM_PROMPT",
+    "LIMIT_NAMES",
     "MASK",
     "OUTPUT_READ_LIMIT",
     "PROMPT_MODES",
@@ -64,6 +76,7 @@ __all__ = [
     "ActorInfo",
     "ActorView",
     "Approval",
+    "BudgetPolicy",
     "Cancelled",
     "DeadlineExceeded",
     "Failed",
@@ -81,12 +94,18 @@ __all__ = [
     "WaitTimedOut",
     "check_approval_default",
     "check_approval_timeout",
+    "check_budget_policy",
     "check_context_window",
+    "check_cost_limit",
+    "check_count_limit",
     "check_keep_turns",
     "check_key_env",
     "check_mode",
+    "check_prices",
     "check_provider_name",
+    "check_turn_deadline",
     "executor_shape_problem",
     "mask_secrets",
     "message_id_for",
+    "prices_problem",
 ]

@@ -17,6 +17,13 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
+from ._budget_spec import (
+    BudgetPolicy,
+    check_budget_policy,
+    check_cost_limit,
+    check_count_limit,
+    check_prices,
+)
 
 __all__ = [
     "APPROVALS",
@@ -193,6 +200,10 @@ class RunSpec:
     as in `callboard.agent.SessionSpec`. ``approval_timeout`` (seconds; None:
     no deadline) is how long a call that asks waits for its answer, and
     ``approval_default`` (``deny`` or ``approve``) what it becomes then.
+    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
+    ``prices`` and ``on_budget`` cap what the task spends (``_budget_spec``);
+    a task has no person to wait for, so a breach fails it unless
+    ``on_budget`` says ``pause`` or ``ask``.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -213,3 +224,9 @@ class RunSpec:
     )
     context_window: int | None = attrs.field(default=None, validator=check_context_window)
     keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    on_budget: BudgetPolicy = attrs.field(default="fail", validator=check_budget_policy)
