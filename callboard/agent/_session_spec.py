@@ -9,7 +9,7 @@ import attrs
 
 from ..codec import strict_json
 from ..tools import ApprovalPolicy
-from ..views import check_provider_name
+from ..views import check_provider_name, check_retry_limit, check_retry_seconds
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -61,6 +61,8 @@ class SessionSpec:
     completions) or ``anthropic`` (the Messages API); None means the
     runtime's ``provider`` setting (``serve --provider``) for the configured
     model URL, and ``openai`` for a URL of the spec's own.
+    ``outage_retry_limit`` and ``outage_retry_for`` bound how long a turn waits,
+    parked, for a model server that is down (``_outage``); None: the host's.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -73,3 +75,5 @@ class SessionSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)

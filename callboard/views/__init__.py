@@ -7,6 +7,7 @@ over the wire.
 - ``_masking``: `mask_secrets`, secrets out of a spec that ``inspect`` shows.
 - ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
+- ``_outage_spec``: the checks of the outage fields of a session's and a task's spec.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
   events, with no I/O.
@@ -26,6 +27,8 @@ from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
 from ._job_output import OutputPage as OutputPage
 from ._masking import MASK as MASK
 from ._masking import mask_secrets as mask_secrets
+from ._outage_spec import check_retry_limit as check_retry_limit
+from ._outage_spec import check_retry_seconds as check_retry_seconds
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
@@ -71,6 +74,8 @@ __all__ = [
     "WaitTimedOut",
     "check_key_env",
     "check_provider_name",
+    "check_retry_limit",
+    "check_retry_seconds",
     "executor_shape_problem",
     "mask_secrets",
     "message_id_for",

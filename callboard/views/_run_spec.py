@@ -16,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
+from ._outage_spec import check_retry_limit, check_retry_seconds
 
 __all__ = [
     "APPROVALS",
@@ -156,7 +157,9 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
+    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`, and so
+    are ``outage_retry_limit`` and ``outage_retry_for`` (a turn parked while the
+    model server is down, ``_outage_spec``).
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -171,3 +174,5 @@ class RunSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)
