@@ -43,6 +43,7 @@ from ._confinement import check_executor_host, check_model, check_spawn_workspac
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
 from ._turn import AgentSettings, ConversationLog, close_turn_records
 from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
@@ -160,6 +161,8 @@ class Session(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -219,6 +222,7 @@ class Session(TurnRunner):
             return
         self._stop_turn(ctx, turn)
         ctx.emit("turn.cancelled", turn_event(turn))
+        self._wake(ctx)  # a turn parked through an outage had no runner to go on
 
     def _start_next(self, ctx: Context) -> bool:
         """Start a turn: for the waiting machine events (all of them), else the next

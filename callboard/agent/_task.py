@@ -48,6 +48,7 @@ from ._confinement import (
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY
 from ._task_spec import (
     CONVERSATION_LOG,
     NO_WORKSPACE_HELP,
@@ -140,7 +141,7 @@ class Task(TurnRunner):
             self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
 
     async def handle(self, ctx: Context, message: Message) -> None:
-        if self.state.terminal is not None and message.type != "deadline":
+        if self.state.terminal is not None and message.type not in ("deadline", OUTAGE_RETRY):
             if message.type == "message":
                 self.state.messages.append(
                     TaskMessage(message_id_for(message.seq), status="unanswered")
@@ -168,6 +169,8 @@ class Task(TurnRunner):
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
 

@@ -30,6 +30,7 @@ from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
+from ._outage import client_attempts, forget, outage_policy, park, take_retry, waiting
 from ._session_spec import SessionSpec
 from ._summary import conversation_summary
 from ._task_spec import RunSpec
@@ -91,7 +92,10 @@ class TurnRunner(Actor):
         # model URL only, whatever URL the spec names (see _confinement).
         settings = self._settings(ctx)
         key = model_key(settings.base_url, self.spec.api_key_env, ctx.settings, settings.provider)
-        client = ChatClient(api_key=key, key_from_env=False, provider=settings.provider)
+        client = ChatClient(
+            api_key=key, key_from_env=False, provider=settings.provider,
+            max_attempts=client_attempts(ctx.settings),
+        )  # fmt: skip
         try:
             while self.is_busy():
                 turn = self.state.active
@@ -100,6 +104,8 @@ class TurnRunner(Actor):
                         return
                     await ctx.checkpoint()
                     continue
+                if waiting(turn):
+                    return  # parked through a model outage: its timer wakes the runner
                 await self._run_turn(ctx, turn, client)
         finally:
             self._runner = False
@@ -109,12 +115,14 @@ class TurnRunner(Actor):
 
     async def _drive(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> str | None:
         """Drive ``turn`` to the model's answer; None when a handler ended the turn
-        meanwhile (the handler recorded its end).
+        meanwhile (the handler recorded its end), or when the model server is down
+        and the turn is parked until it is asked again (``_outage``, committed).
 
         Raises:
             ModelError: the model could not be asked, and the turn is still the
                 runner's to end.
         """
+        policy = outage_policy(self.spec, ctx.settings)
 
         def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
             return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
@@ -134,7 +142,9 @@ class TurnRunner(Actor):
         if scope.cancelled_caught or self.state.active is not turn:
             return None
         if failure is not None:
-            raise failure
+            park(ctx, turn, failure, policy)  # raises when the turn is not to wait
+            await ctx.checkpoint()
+            return None
         return answer
 
     def _stop_turn(self, ctx: Context, turn: TurnJournal) -> None:
@@ -142,6 +152,7 @@ class TurnRunner(Actor):
         (closing the model stream, stopping a running tool) and answer its open calls."""
         if self._scope is not None:
             self._scope.cancel()
+        forget(ctx, turn)  # a parked turn's retry timer
         close_turn_records(ctx, turn, self._chat)
         self.state.active = None
 
@@ -154,6 +165,11 @@ class TurnRunner(Actor):
         if refused is not None:
             reject(ctx, message, refused)
         self._wake(ctx)
+
+    def _retry_model(self, ctx: Context, message: Message) -> None:
+        """The retry timer of a turn parked through a model outage fired (`OUTAGE_RETRY`)."""
+        if take_retry(self.state.active, message):
+            self._wake(ctx)
 
     # -- approvals -------------------------------------------------------------------
 
