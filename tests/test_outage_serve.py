@@ -7,10 +7,15 @@ import sys
 
 import pytest
 import trio
+from client_helpers import CALLBOARD, REPO, subprocess_env
+from credentials import TEST_TOKEN
+from reading_helpers import serving_with
 from scripted_model import ScriptedModel, status
 from serve_helpers import serve_env, serving
 
+from callboard import RunSpec
 from callboard.client import connect
+from callboard.mailbox import format_at
 
 
 async def test_serves_outage_retry_for_bounds_how_long_a_sessions_turn_waits(tmp_path):
@@ -56,3 +61,31 @@ async def test_serve_refuses_an_outage_bound_that_cannot_work_naming_the_option(
     assert done.returncode == 2
     assert f"argument {option}: {said}" in done.stderr.decode()
     assert not (tmp_path / "data").exists()
+
+
+async def test_task_show_says_a_parked_task_waits_for_its_model_and_when_it_asks_again(tmp_path):
+    settings = {"model_call_attempts": 1, "outage_backoff_initial": 3600}
+    down = status(503, {"error": {"message": "upstream is restarting"}})
+    with ScriptedModel([down, down]) as model, trio.fail_after(60):
+        async with serving_with(tmp_path / "data", **settings) as server:
+            async with connect(server.url, token=TEST_TOKEN) as client:
+                spec = RunSpec("write the note", base_url=model.base_url, model="m",
+                               approve="always", workspace=str(tmp_path))  # fmt: skip
+                handle = await client.tasks.spawn(spec, name="t1")
+                async with client.subscribe(handle, after=0) as events:
+                    async for event in events:
+                        if event.type == "turn.waiting_for_model":
+                            break
+            done = await trio.run_process(
+                [*CALLBOARD, "task", "show", "t1", "--url", server.url], cwd=REPO,
+                env=subprocess_env(), capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    retry_at = format_at(event.data["retry_at"])
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode().splitlines() == [
+        "> write the note",
+        f"[the model cannot be reached: the model server at {model.base_url} failed "
+        f"(HTTP 503). The server said: upstream is restarting (gave up after 1 attempt); "
+        f"the turn waits and asks again at {retry_at} (1 failed so far)]",
+        "=== task/t1 is running; task show task/t1 --follow follows it ===",
+    ]
