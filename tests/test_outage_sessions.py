@@ -282,3 +282,19 @@ async def test_an_outage_setting_that_cannot_work_is_refused_at_spawn_naming_it(
         async with callboard.open_runtime(data, kinds=builtin_kinds()) as rt:
             with pytest.raises(callboard.BadRequest, match=named):
                 await rt.spawn("session", {"workspace": str(workspace), **overrides})
+
+
+async def test_stopping_a_session_ends_its_parked_turn_as_cancelled(data, workspace):
+    with ScriptedModel([DOWN, DOWN]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=builtin_kinds(PARKED)) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "hello")
+                await watch.until("turn.waiting_for_model")
+                await rt.stop(ADDRESS)
+                cancelled = await watch.until("turn.cancelled")
+            view = await rt.inspect(ADDRESS)
+    assert cancelled.data["reason"] == "the session was stopped"
+    assert view.status == "stopped" and view.state["active"] is None
+    assert len(model.requests) == 2

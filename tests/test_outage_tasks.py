@@ -9,6 +9,7 @@ directory; cancel settles a parked task ``cancelled``; the limit settles it
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import trio
@@ -17,7 +18,14 @@ from task_helpers import PROMPT, events_of, occurrences, spec
 
 import callboard
 from callboard.agent import builtin_kinds
-from callboard.views import Cancelled, Failed, Settled, Succeeded, WaitOutcome
+from callboard.views import (
+    Cancelled,
+    DeadlineExceeded,
+    Failed,
+    Settled,
+    Succeeded,
+    WaitOutcome,
+)
 
 FAST = {"model_call_attempts": 1, "outage_backoff_initial": 0.01, "outage_backoff_max": 0.05}
 """No backoff inside the client, and parked turns retried within hundredths of a second."""
@@ -135,3 +143,14 @@ async def test_a_message_sent_to_a_parked_task_is_queued_and_answered_after_the_
     assert record.terminal == Succeeded(reply_to)
     assert occurrences(model.requests[-1], PROMPT) == 1
     assert occurrences(model.requests[-1], "and then?") == 1
+
+
+async def test_a_parked_tasks_deadline_settles_it_deadline_exceeded(data, workspace):
+    with ScriptedModel([DOWN, DOWN]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=kinds(workspace, PARKED)) as rt:
+            handle = await rt.tasks.spawn(spec(model, deadline=timedelta(seconds=0.5)))
+            record = settled(await rt.tasks.wait(handle, timeout=20))
+            types = await events_of(rt, handle, "task.settled")
+    assert record.terminal == DeadlineExceeded()
+    assert types.count("turn.waiting_for_model") == 1
+    assert len(model.requests) == 2
