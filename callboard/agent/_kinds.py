@@ -30,7 +30,9 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
     sessions and tasks use), ``jobs_dir`` (default ``<data_dir>/jobs``; made
     absolute here), ``job_output_cap`` and ``job_output_interval`` (how much of
     a job's output is kept, 1 MiB, and how often it is copied while the job
-    runs, 0.5 s), and
+    runs, 0.5 s), ``outage_retry_limit``, ``outage_retry_for``,
+    ``outage_backoff_initial``, ``outage_backoff_max`` and ``model_call_attempts``
+    (how a turn waits for a model server that is down, ``_outage``), and
     the confinement the operator allows: ``workspace_roots``,
     ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
     ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).
