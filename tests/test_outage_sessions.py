@@ -298,3 +298,16 @@ async def test_stopping_a_session_ends_its_parked_turn_as_cancelled(data, worksp
     assert cancelled.data["reason"] == "the session was stopped"
     assert view.status == "stopped" and view.state["active"] is None
     assert len(model.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"outage_retry_limit": -2}, "'outage_retry_limit' must be a whole number >= 0, got -2"),
+        ({"model_call_attempts": 0}, "'model_call_attempts' must be a whole number >= 1, got 0"),
+        ({"outage_backoff_max": "1m"}, "'outage_backoff_max' must be a number of seconds >= 0"),
+    ],
+)
+def test_a_host_outage_setting_that_cannot_work_is_refused_when_the_kinds_are_made(setting, said):
+    with pytest.raises(callboard.ConfigurationError, match=said):
+        builtin_kinds(setting)

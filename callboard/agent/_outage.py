@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_RETRY_FOR",
     "OUTAGE_RETRY",
     "OutagePolicy",
+    "check_settings",
     "client_attempts",
     "forget",
     "outage_policy",
@@ -133,6 +134,18 @@ def client_attempts(settings: Mapping[str, Any]) -> int:
     """
     attempts = _count(settings, "model_call_attempts", low=1)
     return _CLIENT_ATTEMPTS if attempts is None else attempts
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """Refuse, at start-up, host settings that would fail every turn later.
+
+    Raises:
+        ConfigurationError: naming the setting and what it must be.
+    """
+    client_attempts(settings)
+    _count(settings, "outage_retry_limit", low=0)
+    for name in ("outage_retry_for", "outage_backoff_initial", "outage_backoff_max"):
+        _seconds(settings, name)
 
 
 def waiting(turn: TurnJournal) -> bool:
