@@ -17,7 +17,9 @@ same way and records nothing: the next activation takes the turn up again.
 The owner takes part through two explicit arguments: ``jobs`` (its
 `JobTools`, handed to every tool call) and ``before_model_call``, a hook
 that may append messages to the conversation (machine events: a background
-job finished) right before the model is asked. The start of a model call is
+job finished; prompts steered into the turn) right before the model is
+asked; what it appends is committed before the model is asked, so it is
+announced at once and read by the model once. The start of a model call is
 the one moment that is always a step boundary (between an assistant message
 with tool calls and its tool results nothing may stand). The hook is also
 called when the model answers with text: if it appends anything, the turn
@@ -175,8 +177,9 @@ async def drive_turn(
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
-            if before_model_call is not None:
-                before_model_call(turn)  # committed with the model's answer
+            if before_model_call is not None and before_model_call(turn):
+                # What joined the turn is recorded (and announced) before the model reads it.
+                await ctx.checkpoint()
             began = time.monotonic()
             reply = await _ask_model(ctx, turn, settings, chat, client)
             elapsed = time.monotonic() - began
@@ -190,6 +193,7 @@ async def drive_turn(
                 if before_model_call is None or not before_model_call(turn):
                     return turn.answer or ""
                 _reopen(turn)
+                await ctx.checkpoint()  # the answer and what came after it, before asking again
         elif isinstance(step, RunTool):
             call = step.call
             record_started(turn, call.id)

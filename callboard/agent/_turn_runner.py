@@ -78,6 +78,14 @@ class TurnRunner(Actor):
     def _job_tools(self, ctx: Context) -> JobTools:
         raise NotImplementedError
 
+    def _take_steers(self, ctx: Context, turn: TurnJournal) -> list[dict[str, Any]]:
+        """Append the prompts steered into ``turn`` to its conversation (``_steer``)."""
+        return []
+
+    def _unsteer(self, ctx: Context) -> None:
+        """The turn ended without taking its steers: hand them back as prompts (after
+        the turn's end is emitted, in its commit)."""
+
     # -- the runner ------------------------------------------------------------------
 
     def _wake(self, ctx: Context) -> None:
@@ -125,7 +133,8 @@ class TurnRunner(Actor):
         policy = outage_policy(self.spec, ctx.settings)
 
         def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
-            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+            events = take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+            return events + self._take_steers(ctx, turn)
 
         answer, failure = "", None
         with trio.CancelScope() as scope:

@@ -32,15 +32,17 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     if record.state is not None:
         state = loads(record.state)
     else:
+        spec = loads(record.spec) if record.spec else None
         try:
-            spec = loads(record.spec) if record.spec else None
             if cls.spec_type is not None and spec is not None:
                 spec = converter.structure(spec, cls.spec_type)
-            state = converter.unstructure(cls.initial_state(spec))
         except Exception:
             # A spec that no longer structures: the actor fails on it, and its
             # last_error (below) says why; there is no state to show.
             state = None
+        else:
+            # A bug of the kind's own is not caught: it is answered ``internal``.
+            state = converter.unstructure(cls.initial_state(spec))
     spec = loads(record.spec) if record.spec else None
     return ActorView(
         actor=address,

@@ -6,6 +6,7 @@ over the wire.
   ``inspect``, ``approvals``, ``send`` with ``wait``).
 - ``_masking``: `mask_secrets`, secrets out of a spec that ``inspect`` shows.
 - ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
+- ``_modes``: the modes of a prompt (`PromptMode`): queue, steer, interrupt.
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_outage_spec``: the checks of the outage fields of a session's and a task's spec.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
@@ -27,6 +28,9 @@ from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
 from ._job_output import OutputPage as OutputPage
 from ._masking import MASK as MASK
 from ._masking import mask_secrets as mask_secrets
+from ._modes import PROMPT_MODES as PROMPT_MODES
+from ._modes import PromptMode as PromptMode
+from ._modes import check_mode as check_mode
 from ._outage_spec import check_retry_limit as check_retry_limit
 from ._outage_spec import check_retry_seconds as check_retry_seconds
 from ._run_spec import APPROVALS as APPROVALS
@@ -54,6 +58,7 @@ __all__ = [
     "DEFAULT_TASK_SYSTEM_PROMPT",
     "MASK",
     "OUTPUT_READ_LIMIT",
+    "PROMPT_MODES",
     "TASK_KIND",
     "ActorInfo",
     "ActorView",
@@ -64,6 +69,7 @@ __all__ = [
     "MessageOutcome",
     "OutputPage",
     "PendingApproval",
+    "PromptMode",
     "RunSpec",
     "Settled",
     "Succeeded",
@@ -73,6 +79,7 @@ __all__ = [
     "WaitOutcome",
     "WaitTimedOut",
     "check_key_env",
+    "check_mode",
     "check_provider_name",
     "check_retry_limit",
     "check_retry_seconds",
