@@ -311,3 +311,46 @@ async def test_stopping_a_session_ends_its_parked_turn_as_cancelled(data, worksp
 def test_a_host_outage_setting_that_cannot_work_is_refused_when_the_kinds_are_made(setting, said):
     with pytest.raises(callboard.ConfigurationError, match=said):
         builtin_kinds(setting)
+
+
+async def test_a_steer_sent_to_a_parked_turn_reaches_the_model_once_when_it_is_back(
+    data, workspace
+):
+    up = threading.Event()
+
+    def reply(body: dict[str, Any]) -> Any:
+        return text("steered answer") if up.is_set() else DOWN
+
+    with ScriptedModel([reply] * 1000) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=builtin_kinds(FAST)) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "hello")
+                await watch.until("turn.waiting_for_model")
+                await rt.send(ADDRESS, "prompt", {"text": "and mind the tests", "mode": "steer"})
+                await watch.until("steer.accepted")
+                up.set()
+                done = await watch.until("turn.completed")
+    types = watch.types()
+    assert types.count("turn.started") == 1 and types.count("turn.steered") == 1
+    assert (done.data["turn_id"], done.data["answer"]) == ("turn-1", "steered answer")
+    assert occurrences(model.requests[-1], "and mind the tests") == 1
+    assert occurrences(model.requests[-1], "hello") == 1
+
+
+async def test_an_interrupting_prompt_ends_a_parked_turn_and_runs_next(data, workspace):
+    script = [DOWN, DOWN, text("done instead")]
+    with ScriptedModel(script) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=builtin_kinds(PARKED)) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "hello")
+                await watch.until("turn.waiting_for_model")
+                await rt.send(ADDRESS, "prompt", {"text": "do this instead", "mode": "interrupt"})
+                interrupted = await watch.until("turn.interrupted")
+                done = await watch.until("turn.completed")
+    assert interrupted.data["turn_id"] == "turn-1"
+    assert (done.data["turn_id"], done.data["answer"]) == ("turn-2", "done instead")
+    assert len(model.requests) == 3
