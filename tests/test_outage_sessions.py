@@ -95,18 +95,20 @@ async def test_a_turn_parked_through_503s_is_asked_again_and_completes_once(data
 
 
 async def test_a_parked_turn_survives_a_closed_runtime_and_completes_once_when_the_model_is_back(
-    data, workspace
+    data, workspace, store_url
 ):
     port = closed_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     with trio.fail_after(60):
-        async with callboard.open_runtime(data, kinds=builtin_kinds(FAST)) as rt:
+        async with callboard.open_runtime(data, kinds=builtin_kinds(FAST), store=store_url) as rt:
             await rt.spawn("session", session_spec(base_url, workspace), name=NAME)
             async with rt.subscribe(ADDRESS, after=0) as sub:
                 await rt.send(ADDRESS, "prompt", "hello")
                 waited = await Watch(sub).until("turn.waiting_for_model")
         with ScriptedModel([text("the answer")], port=port) as model:
-            async with callboard.open_runtime(data, kinds=builtin_kinds(FAST)) as rt:
+            async with callboard.open_runtime(
+                data, kinds=builtin_kinds(FAST), store=store_url
+            ) as rt:
                 events = await all_events_until(rt, "turn.completed")
                 log = await rt.read_log(ADDRESS, "conversation")
     assert "127.0.0.1" in waited.data["error"] and waited.data["status"] is None
