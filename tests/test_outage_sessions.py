@@ -356,3 +356,22 @@ async def test_an_interrupting_prompt_ends_a_parked_turn_and_runs_next(data, wor
     assert interrupted.data["turn_id"] == "turn-1"
     assert (done.data["turn_id"], done.data["answer"]) == ("turn-2", "done instead")
     assert len(model.requests) == 3
+
+
+async def test_with_on_restart_interrupt_a_parked_turn_waits_on_across_a_restart(data, workspace):
+    # The retry timer is an hour away: the turn is parked when the runtime closes and
+    # when the next one opens; an outage.retry message then asks the model at once.
+    with ScriptedModel([DOWN, DOWN, text("the answer")]) as model, trio.fail_after(60):
+        async with callboard.open_runtime(data, kinds=builtin_kinds(PARKED)) as rt:
+            await rt.spawn("session", spec(model, workspace, on_restart="interrupt"), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                await rt.send(ADDRESS, "prompt", "hello")
+                parked = await Watch(sub).until("turn.waiting_for_model")
+        async with callboard.open_runtime(data, kinds=builtin_kinds(PARKED)) as rt:
+            await all_events_until(rt, "turn.resumed")  # not turn.interrupted
+            await rt.send(ADDRESS, "outage.retry", {"turn_id": parked.data["turn_id"]})
+            events = await all_events_until(rt, "turn.completed")
+    types = [e.type for e in events]
+    assert "turn.interrupted" not in types and "session.paused" not in types
+    assert types.count("turn.completed") == 1
+    assert len(model.requests) == 3

@@ -21,7 +21,11 @@ turn, or the whole task, for good. Instead, a failure that may pass (the
   asked once, and its prompt is in the conversation once.
 - The parked turn is still the running turn: ``cancel`` ends it (and a
   task's settles), ``stop`` stops it, a prompt that arrives is queued
-  behind it. `forget` drops the timer of a turn ended meanwhile.
+  behind it (or steered into it, taken at its next ask). `forget` drops the
+  timer of a turn ended meanwhile. A session's ``on_restart: interrupt``
+  leaves a parked turn parked: nothing of it was cut off, and activation by
+  its own timer after passivation is no restart. An `OUTAGE_RETRY` sent by
+  a client, naming the turn, asks at once.
 - Delays follow the one `Backoff` rule, capped. The waiting ends, failing
   the turn as before with a sentence that says how long and how many times
   it tried, after ``outage_retry_limit`` retries or ``outage_retry_for``
