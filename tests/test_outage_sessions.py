@@ -375,3 +375,26 @@ async def test_with_on_restart_interrupt_a_parked_turn_waits_on_across_a_restart
     assert "turn.interrupted" not in types and "session.paused" not in types
     assert types.count("turn.completed") == 1
     assert len(model.requests) == 3
+
+
+async def test_a_parked_session_is_passivated_and_its_retry_brings_it_back_to_answer_once(
+    data, workspace
+):
+    # Parked, the session holds no task: an idle runtime drops it from memory.
+    config = callboard.RuntimeConfig(passivate_after=0.01)
+    with ScriptedModel([DOWN, DOWN, text("the answer")]) as model, trio.fail_after(30):
+        kinds = builtin_kinds(PARKED)
+        async with callboard.open_runtime(data, kinds=kinds, config=config) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "hello")
+                parked = await watch.until("turn.waiting_for_model")
+                await watch.until("actor.passivated")
+                await rt.send(ADDRESS, "outage.retry", {"turn_id": parked.data["turn_id"]})
+                done = await watch.until("turn.completed")
+    assert done.data["answer"] == "the answer"
+    types = [e.type for e in watch.seen if e.seq is not None]
+    assert types.index("actor.passivated") < types.index("turn.resumed")
+    assert types.count("turn.completed") == 1
+    assert len(model.requests) == 3
