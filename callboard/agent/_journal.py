@@ -43,6 +43,7 @@ __all__ = [
     "AskModel",
     "AwaitApproval",
     "CallRecord",
+    "ModelOutage",
     "Refuse",
     "ReportInterrupted",
     "RequestApproval",
@@ -125,6 +126,23 @@ class CallRecord:
 
 
 @attrs.define
+class ModelOutage:
+    """The model server could not be reached: the turn is parked until ``retry_at``.
+
+    ``since`` is when the first ask of this outage failed (wall time),
+    ``failures`` how many asks have failed since, ``error`` and ``status`` the
+    last failure's; ``waiting`` holds until the retry timer fires (``_outage``).
+    """
+
+    since: float
+    failures: int
+    retry_at: float
+    error: str
+    status: int | None = None
+    waiting: bool = True
+
+
+@attrs.define
 class TurnJournal:
     """Where one turn stands; kept in the actor's snapshot while the turn runs.
 
@@ -141,6 +159,8 @@ class TurnJournal:
     responses: int = 0
     started_at: int = 0
     answer: str | None = None
+    outage: ModelOutage | None = None
+    """Set while the turn is parked through a model outage (``_outage``)."""
 
     def call(self, call_id: str) -> CallRecord:
         """The call ``call_id`` of the current tool round; KeyError if there is none."""
@@ -256,6 +276,7 @@ def record_reply(
     if turn.phase != "model":
         raise ValueError(f"turn {turn.turn_id} is not waiting for the model (phase {turn.phase})")
     turn.responses += 1
+    turn.outage = None  # the model answered: an outage it was parked through is over
     seen: set[str] = set()
     calls: list[CallRecord] = []
     for index, call in enumerate(tool_calls):

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..actors import Actor
 from ..jobs import Job
+from ._outage import check_settings
 from ._session import Session
 from ._task import Task
 
@@ -32,7 +33,11 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
     (default ``<data_dir>/jobs``; made absolute here), ``job_output_cap`` and
     ``job_output_interval`` (how much of a job's output is kept, 1 MiB, and how
     often it is copied while the job runs, 0.5 s), ``prices`` (per-token prices
-    of models for specs' ``max_cost``: ``{"MODEL": {"input": P, "output": P}}``), and
+    of models for specs' ``max_cost``: ``{"MODEL": {"input": P, "output": P}}``),
+    ``outage_retry_limit``, ``outage_retry_for``, ``outage_backoff_initial``,
+    ``outage_backoff_max`` and ``model_call_attempts`` (how a turn waits for a
+    model server that is down, ``_outage``; a value that cannot work raises
+    `ConfigurationError` here), and
     the confinement the operator allows: ``workspace_roots``,
     ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
     ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).
@@ -48,4 +53,5 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
             # Once, at start-up, before any actor runs: against the directory
             # the app started in, not the one a tool happens to run in.
             bound[key] = str(Path(os.fspath(bound[key])).resolve())
+    check_settings(bound)  # here, not at the first turn of every session
     return tuple(cls.with_settings(bound) for cls in (Session, Task, Job))

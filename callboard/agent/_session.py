@@ -48,6 +48,7 @@ from ._confinement import check_executor_host, check_model, check_spawn_workspac
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY, waiting
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
 from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._turn import AgentSettings, ConversationLog, close_turn_records
@@ -122,7 +123,9 @@ class Session(TurnRunner):
         await self._chat.load(ctx)
         turn = self.state.active
         if turn is not None:
-            if self.spec.on_restart == "interrupt":
+            # A turn parked through a model outage was cut off from nothing: it waits
+            # on (and an activation by its own timer, after passivation, is no restart).
+            if self.spec.on_restart == "interrupt" and not waiting(turn):
                 close_turn_records(ctx, turn, self._chat, INTERRUPTED_RESULT)
                 self.state.active = None
                 ctx.emit("turn.interrupted", turn_event(turn, prompt=turn.prompt))
@@ -182,6 +185,8 @@ class Session(TurnRunner):
             self._job_finished(ctx, message, body)
         elif message.type in BUDGET_MESSAGES:
             self._budget_message(ctx, message)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -263,6 +268,7 @@ class Session(TurnRunner):
         self._stop_turn(ctx, turn)
         ctx.emit("turn.cancelled", turn_event(turn))
         self._unsteer(ctx)
+        self._wake(ctx)  # a turn parked through an outage had no runner to go on
 
     def _start_next(self, ctx: Context) -> bool:
         """Start a turn: for the waiting machine events (all of them), else the next

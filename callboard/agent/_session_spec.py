@@ -19,6 +19,8 @@ from ..views import (
     check_keep_turns,
     check_prices,
     check_provider_name,
+    check_retry_limit,
+    check_retry_seconds,
     check_turn_deadline,
 )
 from ._approval_deadlines import read_approvals
@@ -86,6 +88,8 @@ class SessionSpec:
     ``prices``, ``turn_deadline`` and ``on_budget`` cap what the session
     spends and what a breach does (``callboard.views._budget_spec``); a
     session has a person, so a breach pauses the turn by default.
+    ``outage_retry_limit`` and ``outage_retry_for`` bound how long a turn waits,
+    parked, for a model server that is down (``_outage``); None: the host's.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -111,3 +115,5 @@ class SessionSpec:
     prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
     turn_deadline: float | None = attrs.field(default=None, validator=check_turn_deadline)
     on_budget: BudgetPolicy = attrs.field(default="pause", validator=check_budget_policy)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)

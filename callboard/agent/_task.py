@@ -53,6 +53,7 @@ from ._confinement import (
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY
 from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._task_spec import (
     CONVERSATION_LOG,
@@ -70,7 +71,7 @@ from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
 __all__ = ["Task", "TaskJobsState"]
 
-_OWN_TIMERS = ("deadline", APPROVAL_DEADLINE)
+_OWN_TIMERS = ("deadline", APPROVAL_DEADLINE, OUTAGE_RETRY)
 """Timers a settled task ignores without a word: they were set before it settled."""
 
 
@@ -187,6 +188,8 @@ class Task(TurnRunner):
             self._job_finished(ctx, message, body)
         elif message.type in BUDGET_MESSAGES:
             self._budget_message(ctx, message)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
 

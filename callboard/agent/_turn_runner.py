@@ -42,6 +42,7 @@ from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
+from ._outage import client_attempts, forget, outage_policy, park, take_retry, waiting
 from ._session_spec import SessionSpec
 from ._summary import conversation_summary
 from ._task_spec import RunSpec
@@ -114,7 +115,10 @@ class TurnRunner(Actor):
         # model URL only, whatever URL the spec names (see _confinement).
         settings = self._settings(ctx)
         key = model_key(settings.base_url, self.spec.api_key_env, ctx.settings, settings.provider)
-        client = ChatClient(api_key=key, key_from_env=False, provider=settings.provider)
+        client = ChatClient(
+            api_key=key, key_from_env=False, provider=settings.provider,
+            max_attempts=client_attempts(ctx.settings),
+        )  # fmt: skip
         try:
             while self.is_busy():
                 turn = self.state.active
@@ -123,6 +127,8 @@ class TurnRunner(Actor):
                         return
                     await ctx.checkpoint()
                     continue
+                if waiting(turn):
+                    return  # parked through a model outage: its timer wakes the runner
                 await self._run_turn(ctx, turn, client)
         finally:
             self._runner = False
@@ -132,12 +138,14 @@ class TurnRunner(Actor):
 
     async def _drive(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> str | None:
         """Drive ``turn`` to the model's answer; None when a handler ended the turn
-        meanwhile (the handler recorded its end).
+        meanwhile (the handler recorded its end), or when the model server is down
+        and the turn is parked until it is asked again (``_outage``, committed).
 
         Raises:
             ModelError: the model could not be asked, and the turn is still the
                 runner's to end.
         """
+        policy = outage_policy(self.spec, ctx.settings)
 
         def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
             events = take_machine_events(ctx, self.state.machine_events, turn, self._chat)
@@ -163,7 +171,9 @@ class TurnRunner(Actor):
         if scope.cancelled_caught or self.state.active is not turn:
             return None
         if failure is not None:
-            raise failure
+            park(ctx, turn, failure, policy)  # raises when the turn is not to wait
+            await ctx.checkpoint()
+            return None
         return answer
 
     def _stop_turn(self, ctx: Context, turn: TurnJournal) -> None:
@@ -171,6 +181,7 @@ class TurnRunner(Actor):
         (closing the model stream, stopping a running tool) and answer its open calls."""
         if self._scope is not None:
             self._scope.cancel()
+        forget(ctx, turn)  # a parked turn's retry timer
         close_turn_records(ctx, turn, self._chat)
         self._budget.turn_over(turn)
         self.state.active = None
@@ -200,6 +211,11 @@ class TurnRunner(Actor):
             self._stop_turn(ctx, turn)
             failed = {"error": error, "retryable": False, "status": None}
             ctx.emit("turn.failed", {**turn_event(turn), **failed})
+
+    def _retry_model(self, ctx: Context, message: Message) -> None:
+        """The retry timer of a turn parked through a model outage fired (`OUTAGE_RETRY`)."""
+        if take_retry(self.state.active, message):
+            self._wake(ctx)
 
     # -- approvals -------------------------------------------------------------------
 

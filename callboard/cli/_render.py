@@ -2,11 +2,12 @@
 
 A turn's streamed text (``turn.delta``) is written as it arrives, with no line
 per token; its stored message ends the line (and is written whole if no text
-streamed, as when the subscription began after it). Tool calls, approvals
-and a retried model call get one line each; a turn that resumes after a
-restart says so, since its text then streams again from the start of the
-model call. With ``everything``, other events get the one-line form of
-`format_event` (``tail``); ``task run`` shows only what its task does.
+streamed, as when the subscription began after it). Tool calls, approvals,
+a retried model call and a turn waiting for a model that is down get one
+line each; a turn that resumes after a restart says so, since its text then
+streams again from the start of the model call. With ``everything``, other
+events get the one-line form of `format_event` (``tail``); ``task run``
+shows only what its task does.
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ class Printer:
             self._write(str(data.get("text", "")), open_line=True)
         elif kind == "turn.retrying":
             self._line("[the model is asked again; the text above is dropped]")
+        elif kind == "turn.waiting_for_model":
+            retry_at = data.get("retry_at")
+            when = format_at(retry_at) if isinstance(retry_at, int | float) else "later"
+            failed = data.get("attempt")
+            self._line(
+                f"[the model cannot be reached: {_one_line(data.get('error', ''), 200)}; "
+                f"the turn waits and asks again at {when} ({failed} failed so far)]"
+            )
         elif kind == "turn.started":
             self._line(f"> {data.get('prompt', '')}")
         elif kind == "turn.resumed":

@@ -17,6 +17,7 @@ import argparse
 import errno
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -127,6 +128,12 @@ def add_parsers(subparsers: Any) -> None:
         help="the network sandboxed commands get (%(default)s)")  # fmt: skip
     add("--activation-quota", type=int, default=1000, metavar="N",
         help="new actors one token may create per minute (%(default)s; 0: no limit)")  # fmt: skip
+    add("--outage-retry-limit", type=_retries, default=None, metavar="N",
+        help="times a turn parked while its model server is down asks again before it "
+        "fails (default: no count; 0: do not wait)")  # fmt: skip
+    add("--outage-retry-for", type=_seconds, default=None, metavar="SECONDS",
+        help="how long a turn parked while its model server is down waits before it "
+        "fails (default 1800 unless --outage-retry-limit is given; 0: do not wait)")  # fmt: skip
     parser.set_defaults(func=run_serve)
 
 
@@ -135,6 +142,28 @@ def _tokens(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of tokens, got {text!r}")
     return int(text)
+
+
+def _retries(text: str) -> int:
+    """``--outage-retry-limit``: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """``--outage-retry-for``: finite seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
 
 
 class KindError(ValueError):
@@ -244,6 +273,9 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
         "secret_env": tuple(args.secret_env),
         "private_paths": tuple(private),
         "prices": read_prices(args.prices),
+        # A turn parked through a model outage (callboard.agent's _outage); None: its default.
+        "outage_retry_limit": args.outage_retry_limit,
+        "outage_retry_for": args.outage_retry_for,
     }
 
 

@@ -9,6 +9,7 @@ over the wire.
 - ``_modes``: the modes of a prompt (`PromptMode`): queue, steer, interrupt.
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_budget_spec``: the budget fields of a session's and a task's spec, and their checks.
+- ``_outage_spec``: the checks of the outage fields of a session's and a task's spec.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
   events, with no I/O.
@@ -40,6 +41,8 @@ from ._masking import mask_secrets as mask_secrets
 from ._modes import PROMPT_MODES as PROMPT_MODES
 from ._modes import PromptMode as PromptMode
 from ._modes import check_mode as check_mode
+from ._outage_spec import check_retry_limit as check_retry_limit
+from ._outage_spec import check_retry_seconds as check_retry_seconds
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
@@ -103,6 +106,8 @@ __all__ = [
     "check_mode",
     "check_prices",
     "check_provider_name",
+    "check_retry_limit",
+    "check_retry_seconds",
     "check_turn_deadline",
     "executor_shape_problem",
     "mask_secrets",

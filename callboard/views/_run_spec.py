@@ -24,6 +24,7 @@ from ._budget_spec import (
     check_count_limit,
     check_prices,
 )
+from ._outage_spec import check_retry_limit, check_retry_seconds
 
 __all__ = [
     "APPROVALS",
@@ -197,13 +198,15 @@ class RunSpec:
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
     ``api_key_env``, ``provider``, ``context_window`` and ``keep_turns`` are
-    as in `callboard.agent.SessionSpec`. ``approval_timeout`` (seconds; None:
-    no deadline) is how long a call that asks waits for its answer, and
-    ``approval_default`` (``deny`` or ``approve``) what it becomes then.
-    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
-    ``prices`` and ``on_budget`` cap what the task spends (``_budget_spec``);
-    a task has no person to wait for, so a breach fails it unless
-    ``on_budget`` says ``pause`` or ``ask``.
+    as in `callboard.agent.SessionSpec`, and so are ``outage_retry_limit`` and
+    ``outage_retry_for`` (a turn parked while the model server is down,
+    ``_outage_spec``). ``approval_timeout`` (seconds; None: no deadline) is how
+    long a call that asks waits for its answer, and ``approval_default``
+    (``deny`` or ``approve``) what it becomes then. ``max_tokens``,
+    ``max_cost``, ``max_model_calls``, ``max_tool_calls``, ``prices`` and
+    ``on_budget`` cap what the task spends (``_budget_spec``); a task has no
+    person to wait for, so a breach fails it unless ``on_budget`` says
+    ``pause`` or ``ask``.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -230,3 +233,5 @@ class RunSpec:
     max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
     prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
     on_budget: BudgetPolicy = attrs.field(default="fail", validator=check_budget_policy)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)
