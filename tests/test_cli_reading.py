@@ -139,7 +139,7 @@ async def test_tail_renders_a_turn_for_people_marks_a_resumed_turn_and_ends_with
         '     8  AT  turn.completed  {"turn_id":"turn-1","prompt_id":"p1",'
         '"answer":"Hello there, friend"}',
         '     9  AT  actor.stopped  {"status":"stopped"}',
-    ]
+    ], shown  # the whole of what tail printed, should a line ever come out of place
     assert (code, rest) == (0, b""), "tail ends by itself once the actor has stopped"
 
 
