@@ -14,6 +14,7 @@ The tree::
     ├── ActorStopped                                 the actor is stopped or failed
     ├── StateError                                   a snapshot that does not structure
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
+    │   └── LeaseLost                                another node owns the actor now
     ├── UnknownOutcome                               an I/O error left the write undecided
     ├── DataDirectoryLocked                          another process owns the data directory
     ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
@@ -48,6 +49,7 @@ __all__ = [
     "Escalation",
     "Forbidden",
     "Lagged",
+    "LeaseLost",
     "ModelError",
     "PathEscape",
     "Pruned",
@@ -130,6 +132,11 @@ class StoreUnavailable(CallboardError):
 
     code = "unavailable"
     retryable = True
+
+
+class LeaseLost(StoreUnavailable):
+    """This node no longer owns the actor: another node took it after this one's
+    lease lapsed. Nothing was written; the actor stops on this node."""
 
 
 class UnknownOutcome(CallboardError):

@@ -261,8 +261,9 @@ class Runtime:
             raise SpawnConflict(
                 f"{address!r} exists with a different spec; pick another name or stop it first"
             )
-        if not existed:
-            self._cells.activate(address)
+        if not existed and (self._store.owns(address) or await self._store.claim(address)):
+            if address not in self._cells.cells:
+                self._cells.activate(address)
         return Address(address, existed=existed)
 
     async def stop(self, address: str) -> str:
@@ -273,6 +274,13 @@ class Runtime:
             raise UnknownActor(f"there is no actor at {address!r}")
         if record.final:
             return record.status
+        if address not in self._cells.cells and not self._store.owns(address):
+            # Several nodes on one store: it is stopped where it runs.
+            if not await self._store.claim(address):
+                raise BadRequest(
+                    f"{address!r} is active on another node; stop it through that node "
+                    "(callboard nodes lists them)"
+                )
         cell = self._cells.cells.get(address)
         if cell is None:
             cell = self._cells.activate(address, stop=True)

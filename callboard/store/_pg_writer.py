@@ -12,9 +12,17 @@ alone, so one bad write sinks no other.
 A lost connection is a fail-stop. Lost at COMMIT, the batch's outcome is
 unknown (the server may have committed it before the connection went):
 its writers are told `UnknownOutcome`. Lost before, nothing was accepted.
-Either way the store reconnects before the next batch (taking its lock
-back, `reclaim_ownership`) and tells the runtime (``on_recovered``), which
-re-reads its mailboxes; until it can, every write is refused.
+Either way the store reconnects before the next batch and tells the
+runtime (``on_recovered``), which re-reads its mailboxes; until it can,
+every write is refused. (What this node owns is not in question: each
+write of an owner carries its own fence, see ``_pg_cluster``.)
+
+Other nodes write the same tables, so the writer trusts none of its cached
+counters from one batch to the next (`WriterState.forget` before each), and
+reads an actor's counters locking its row (``_pg_dialect``): two nodes that
+store messages for one actor at once take turns on its row. A batch that
+meets another node's in a deadlock, or in the race to insert the same row,
+is rolled back and each write runs again alone, up to `_RETRIES` times.
 """
 
 from __future__ import annotations
@@ -31,11 +39,18 @@ from ..errors import StoreUnavailable, UnknownOutcome
 from ._op_queue import OpQueue, _Op
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
-from ._pg_schema import Fenced
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 
 log = logging.getLogger("callboard.store")
+
+_RETRIES = 3
+# Conflicts with another node's transaction: running it again is right.
+_CONFLICTS = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.UniqueViolation,
+)
 
 
 class PgBatchWriter(OpQueue):
@@ -59,6 +74,10 @@ class PgBatchWriter(OpQueue):
     _stopped_by: Exception | None
     _recoveries: int
     _group_commits: GroupCommits
+    _notes: set[tuple[str, str]]
+    node: str
+    _note: Callable[[object], None]
+    """Remember whom an op's result should wake (`PgCluster._note`)."""
 
     def _reconnect(self) -> None:
         """Open the writer's connection again (`PostgresStore` does it)."""
@@ -74,8 +93,9 @@ class PgBatchWriter(OpQueue):
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
                         continue
+                    # Other nodes may have changed any actor's counters since.
+                    self._state.forget()
                     state = self._state
-                    state.trim()
                     now = self._clock()
                     state.key_stamp = self.key_clock()
                     await trio.to_thread.run_sync(
@@ -97,6 +117,7 @@ class PgBatchWriter(OpQueue):
             # part of its interface (see ``_pg_dialect``).
             for op in batch:
                 op.result = op.fn(cast(Any, sql), now)
+                self._note(op.result)
             state.flush(cast(Any, sql))
         except BaseException:
             state.forget()
@@ -109,22 +130,36 @@ class PgBatchWriter(OpQueue):
         self._commit(sql, batch)
 
     def _run_alone(self, sql: SqliteDialect, op: _Op, now: float) -> None:
-        if self._stopped_by is not None:
-            self._refuse([op])
-            return
-        try:
-            op.result = op.fn(cast(Any, sql), now)
-            self._state.flush(cast(Any, sql))
-        except BaseException as exc:
-            self._state.forget()
-            op.result = None
-            if self._rolled_back(sql, [op]):
+        for attempt in range(1, _RETRIES + 1):
+            if self._stopped_by is not None:
+                self._refuse([op])
+                return
+            try:
+                op.result = op.fn(cast(Any, sql), now)
+                self._note(op.result)
+                self._state.flush(cast(Any, sql))
+            except BaseException as exc:
+                self._state.forget()
+                op.result = None
+                if not self._rolled_back(sql, [op]):
+                    return
+                if isinstance(exc, _CONFLICTS) and attempt < _RETRIES:
+                    continue  # another node's transaction was in the way: again
                 op.error = self._unavailable(exc) if isinstance(exc, psycopg.Error) else exc
+                return
+            self._commit(sql, [op])
             return
-        self._commit(sql, [op])
 
     def _commit(self, sql: SqliteDialect, ops: list[_Op]) -> None:
         try:
+            if self._notes:
+                # Sent by the server at COMMIT, and only if it commits.
+                notes, node = sorted(self._notes), self.node
+                self._notes.clear()
+                sql.conn.execute(
+                    "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS t(c, p)",
+                    ([c for c, _ in notes], [f"{node}\n{a}" for _, a in notes]),
+                )
             sql.conn.commit()
         except psycopg.Error as exc:
             self._state.forget()
@@ -182,12 +217,10 @@ class PgBatchWriter(OpQueue):
 
     async def _recover(self) -> bool:
         """Reconnect after a fail-stop; True once the store takes writes again."""
-        if isinstance(self._stopped_by, Fenced):
-            return False
         try:
             await trio.to_thread.run_sync(self._reconnect, limiter=self._writer_thread)
         except Exception as exc:
-            # Unreachable still, another store holding the lock now, or `Fenced`.
+            # Unreachable still.
             self._stopped_by = exc
             return False
         log.warning("the PostgreSQL store reconnected; writes go on")
@@ -208,11 +241,9 @@ class PgBatchWriter(OpQueue):
 
     def _refuse(self, batch: list[_Op]) -> None:
         stopped = self._stopped_by
-        reason = str(stopped) if isinstance(stopped, Fenced) else None
         for op in batch:
             op.result = None
             op.error = StoreUnavailable(
-                reason
-                or f"the PostgreSQL store at {self._where} lost its connection and cannot "
+                f"the PostgreSQL store at {self._where} lost its connection and cannot "
                 f"reconnect yet ({self._reason(stopped or Exception())}); nothing was accepted"
             )

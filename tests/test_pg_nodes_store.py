@@ -1,0 +1,120 @@
+"""Leases and the fence at the store: two stores (nodes) on one database, with
+a lease made to lapse in the database itself, so that what the fence does is
+seen apart from the watchdog that would stop a paused node first."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import trio
+import trio.testing
+from store_backends import PostgresBackend
+from test_store_writer import one_batch
+
+from callboard.errors import LeaseLost
+from callboard.store import Commit, Enqueue, NewEvent
+from callboard.store._postgres import open_postgres_store
+
+
+def msg(address: str) -> Enqueue:
+    return Enqueue(address, "note", b'"m"', create_kind="k")
+
+
+def event() -> NewEvent:
+    return NewEvent("noted", b"{}", 0.0)
+
+
+def lapse(url: str, node: str) -> None:
+    """Make ``node``'s lease expired, by the database's clock, as a pause would."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "UPDATE callboard_nodes SET expires = clock_timestamp() - interval '1 second' "
+            "WHERE node = %s",
+            (node,),
+        )
+
+
+def rows(url: str, sql: str, *args: object) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return list(conn.execute(sql, args).fetchall())
+
+
+async def test_no_node_takes_an_actor_whose_owner_is_live(pg_url, tmp_path):
+    with trio.fail_after(20):
+        async with (
+            open_postgres_store(pg_url, tmp_path / "a", node="a") as a,
+            open_postgres_store(pg_url, tmp_path / "b", node="b") as b,
+        ):
+            await a.enqueue([msg("k/x")])
+            assert (await a.claim("k/x"), await b.claim("k/x")) == (True, False)
+            assert (a.owns("k/x"), b.owns("k/x")) == (True, False)
+            assert [(r.address, r.owner) for r in await b.actors()] == [("k/x", "a")]
+    assert rows(pg_url, "SELECT node, epoch FROM callboard_ownership") == []  # both left
+
+
+async def test_a_write_that_fails_its_fence_changes_nothing_and_the_rest_of_its_batch_commits(
+    pg_url, tmp_path
+):
+    backend = PostgresBackend(pg_url, lambda: pg_url)
+    with trio.fail_after(30):
+        async with (
+            backend.open(tmp_path / "a", node="a") as a,
+            open_postgres_store(pg_url, tmp_path / "b", node="b") as b,
+        ):
+            await a.enqueue([msg("k/lost"), msg("k/kept")])
+            assert await a.claim("k/lost") and await a.claim("k/kept")
+            # a's lease lapses in the database (a is not told), and b takes one actor.
+            lapse(pg_url, "a")
+            assert await b.claim("k/lost")
+            results = await one_batch(
+                a,
+                backend.hold_writes(tmp_path / "a"),
+                lambda: a.commit(Commit("k/lost", cursor=1, events=(event(),), state=b'{"a":1}')),
+                lambda: a.commit(Commit("k/kept", cursor=1, events=(event(),), state=b'{"a":1}')),
+            )
+            assert isinstance(results[0], LeaseLost)
+            assert "no longer owns 'k/lost'" in str(results[0])
+            assert results[1].events[0][0] == 1
+            assert (a.owns("k/lost"), a.owns("k/kept")) == (False, True)
+            # a's next write for it is refused at once, never reaching the database.
+            with pytest.raises(LeaseLost):
+                await a.mark_attempts("k/lost", 1, 1)
+            table = rows(
+                pg_url,
+                "SELECT address, cursor, state, event_head FROM actors ORDER BY address",
+            )
+            events = rows(pg_url, "SELECT address, seq FROM events ORDER BY address, seq")
+            attempts = rows(pg_url, "SELECT address, attempts FROM mailbox ORDER BY address")
+    assert table == [("k/kept", 1, b'{"a":1}', 1), ("k/lost", 0, None, 0)]
+    assert events == [("k/kept", 1)]
+    assert attempts == [("k/lost", 0)]
+
+
+async def test_a_write_in_flight_when_another_node_claims_lands_before_the_claim(pg_url, tmp_path):
+    backend = PostgresBackend(pg_url, lambda: pg_url)
+    with trio.fail_after(30):
+        async with (
+            backend.open(tmp_path / "a", node="a") as a,
+            open_postgres_store(pg_url, tmp_path / "b", node="b") as b,
+        ):
+            await a.enqueue([msg("k/x")])
+            assert await a.claim("k/x")
+            lapse(pg_url, "a")
+            release = backend.hold_writes(tmp_path / "a")
+            outcome: list[object] = []
+
+            async def commit() -> None:
+                outcome.append(await a.commit(Commit("k/x", cursor=1, events=(event(),))))
+
+            async with trio.open_nursery() as nursery:
+                # a's write is under way (its batch waits on a lock the test holds)...
+                nursery.start_soon(a.prune_keys, 1e9)
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(commit)
+                await trio.testing.wait_all_tasks_blocked()
+                release()
+                # ... so b's claim finds it either committed or not begun: after
+                # it, a's write either stands (b goes on from it) or never happened.
+                assert await b.claim("k/x")
+            (cursor,) = rows(pg_url, "SELECT cursor FROM actors WHERE address = 'k/x'")[0]
+    assert outcome and cursor == 1
