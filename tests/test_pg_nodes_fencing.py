@@ -20,9 +20,7 @@ async def wait_event(client: Any, sub: str, wanted: dict[str, Any]) -> dict[str,
             return frame
 
 
-async def test_a_node_paused_past_its_lease_commits_nothing_for_the_actor_it_lost(
-    pg_url, tmp_path
-):
+async def test_a_node_paused_past_its_lease_commits_nothing_for_the_actor_it_lost(pg_url, tmp_path):
     actor = "ledger/x"
     with trio.fail_after(90):
         async with (
