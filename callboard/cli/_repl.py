@@ -41,11 +41,12 @@ from ._commands import (
     token_of,
 )
 from ._jobs import JOBS
+from ._nodes import NODES
 from ._verbs import VERBS as _CLI_VERBS
 from ._verbs import Output, event_json, format_event
 
 # The REPL offers every verb the command line has, jobs included.
-VERBS = {**_CLI_VERBS, JOBS.name: JOBS}
+VERBS = {**_CLI_VERBS, JOBS.name: JOBS, NODES.name: NODES}
 
 __all__ = ["add_parsers"]
 

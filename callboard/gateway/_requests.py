@@ -41,6 +41,7 @@ __all__ = [
     "MessageKey",
     "MessageType",
     "Name",
+    "Nodes",
     "Ping",
     "ProtocolVersion",
     "Request",
@@ -271,7 +272,16 @@ class Ping:
     id: str
 
 
-Request = Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
+@strict_json()
+@attrs.frozen
+class Nodes:
+    op: ClassVar[str] = "nodes"
+    id: str
+
+
+Request = (
+    Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping | Nodes
+)
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}
 OPS = frozenset(_OP_OF.values())

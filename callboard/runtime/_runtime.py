@@ -45,7 +45,7 @@ from ..mailbox import (
     encode_body,
     new_name,
 )
-from ..store import Enqueue, Store, StoredAck
+from ..store import Enqueue, NodeRecord, Store, StoredAck
 from ..views import ActorInfo, ActorView, TaskOperations
 from . import _views
 from ._config import RuntimeConfig
@@ -396,6 +396,11 @@ class Runtime:
             rests=counts["rests"],
             resting=self._cells.resting_count(),
         )
+
+    async def nodes(self) -> builtins.list[NodeRecord]:
+        """The nodes sharing this runtime's store, each with its last heartbeat
+        and the actors it owns (none on one node: SQLite)."""
+        return await self._store.nodes()
 
     async def actor_counts(self) -> dict[str, int]:
         """How many actors have each stored status (for metrics)."""

@@ -42,6 +42,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
         head=record.event_head,
         restarts=record.restarts,
         last_error=_last_error(cells, address, record.last_error),
+        owner=record.owner,
     )
 
 
@@ -66,6 +67,7 @@ async def list_page(
             _status(cells, record.address, record.status, record.final),
             record.unhandled,
             record.restarts,
+            record.owner,
         )
         if status is None or info.status == status:
             rows.append(info)
@@ -86,7 +88,7 @@ async def _active_page(
             continue
         if len(rows) == limit:
             return rows, rows[-1].actor
-        rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
+        rows.append(ActorInfo(address, "active", record.unhandled, record.restarts, record.owner))
     return rows, None
 
 

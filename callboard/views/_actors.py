@@ -22,6 +22,8 @@ class ActorView:
     head: int
     restarts: int
     last_error: dict[str, Any] | None
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
 
 
 @attrs.frozen
@@ -32,3 +34,5 @@ class ActorInfo:
     status: str
     mailbox: int
     restarts: int
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
