@@ -8,9 +8,11 @@ import psycopg
 import pytest
 import trio
 import trio.testing
+from core_kinds import Counter
 from store_backends import PostgresBackend
 from test_store_writer import one_batch
 
+import callboard
 from callboard.errors import LeaseLost
 from callboard.store import Commit, Enqueue, NewEvent
 from callboard.store._postgres import open_postgres_store
@@ -118,3 +120,38 @@ async def test_a_write_in_flight_when_another_node_claims_lands_before_the_claim
                 assert await b.claim("k/x")
             (cursor,) = rows(pg_url, "SELECT cursor FROM actors WHERE address = 'k/x'")[0]
     assert outcome and cursor == 1
+
+
+async def test_a_node_that_does_not_own_an_actor_follows_its_progress_and_its_events(
+    pg_url, tmp_path
+):
+    config = callboard.RuntimeConfig(lease_ttl=5.0, lease_poll=0.5)
+    with trio.fail_after(30):
+        async with (
+            callboard.open_runtime(
+                tmp_path / "a", kinds=[Counter], store=pg_url, node="a", config=config
+            ) as a,
+            callboard.open_runtime(
+                tmp_path / "b", kinds=[Counter], store=pg_url, node="b", config=config
+            ) as b,
+        ):
+            first = await a.send("counter/c", "add", {"n": 1, "id": "m1"})
+            await a.wait_handled("counter/c", first.seq)
+            # Sent through b, handled by a; b hears of it from the database.
+            second = await b.send("counter/c", "add", {"n": 2, "id": "m2"})
+            await b.wait_handled("counter/c", second.seq)
+            active = (a.is_active("counter/c"), b.is_active("counter/c"))
+            seen = []
+            async with b.subscribe("counter/c", after=0) as events:
+                async for event in events:
+                    seen.append((event.seq, event.type, event.data))
+                    if event.type == "counted" and event.data["id"] == "m2":
+                        break
+            view = await b.inspect("counter/c")
+    assert active == (True, False)
+    assert seen == [
+        (1, "actor.started", {}),
+        (2, "counted", {"total": 1, "id": "m1"}),
+        (3, "counted", {"total": 3, "id": "m2"}),
+    ]
+    assert (view.state, view.owner) == ({"total": 3, "seen": ["m1", "m2"]}, "a")

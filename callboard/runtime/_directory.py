@@ -19,7 +19,7 @@ import trio
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import BadRequest, RuntimeClosed, UnknownKind
+from ..errors import BadRequest, RuntimeClosed, StoreUnavailable, UnknownKind
 from ..mailbox import KIND_PATTERN, Event, Message, parse_address
 from ..store import CommitResult, Enqueue, Store, StoredAck
 from ..supervisor import ActorCell
@@ -179,6 +179,26 @@ class Directory:
     def _claimed(self, address: str) -> None:
         if self.open and address not in self.cells:
             self.activate(address)
+
+    def committed_elsewhere(self, address: str | None) -> None:
+        """Another node committed for ``address`` (None: for any, maybe, as a
+        notification may have been lost): its subscribers and its waiters here
+        (`await_cursor`) read the store, as no cell here tells them."""
+        self.hub.refresh(address)
+        waiters = self._cursor_waiters
+        candidates = waiters if address is None else (address,)
+        waiting = [a for a in candidates if a in waiters and a not in self.cells]
+        if waiting and self.open and self.nursery is not None:
+            self.nursery.start_soon(self._read_cursors, waiting, name="cursors elsewhere")
+
+    async def _read_cursors(self, addresses: list[str]) -> None:
+        for address in addresses:
+            try:
+                record = await self.store.actor(address)
+            except (StoreUnavailable, RuntimeClosed):
+                return  # the next notification or poll asks again
+            if record is not None:
+                self.cursor_advanced(address, record.cursor)
 
     def lease_lost(self, addresses: Iterable[str]) -> None:
         """This node lost these actors' leases: stop each at once, committing

@@ -67,7 +67,7 @@ async def open_runtime(
         # Several nodes on one store: work found for an actor, events another
         # node committed, actors whose lease this node lost.
         backend.on_wake = cells.wake
-        backend.on_events = rt._hub.refresh
+        backend.on_events = cells.committed_elsewhere
         backend.on_lost = cells.lease_lost
         # An idempotency key is stamped by the wall clock, or where trio's clock
         # has brought the wall clock of the opening if the wall clock is behind
