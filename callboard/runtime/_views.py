@@ -42,7 +42,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
         head=record.event_head,
         restarts=record.restarts,
         last_error=_last_error(cells, address, record.last_error),
-        owner=record.owner,
+        owner=None if record.final else record.owner,
     )
 
 
@@ -67,7 +67,7 @@ async def list_page(
             _status(cells, record.address, record.status, record.final),
             record.unhandled,
             record.restarts,
-            record.owner,
+            None if record.final else record.owner,  # an ended actor runs nowhere
         )
         if status is None or info.status == status:
             rows.append(info)
