@@ -4,7 +4,7 @@ scenarios stand beside ``bare-group-commit``.
 
 The database: ``CALLBOARD_BENCH_PG`` (a ``postgresql://`` URL of a server to
 use; each run makes and drops a database of its own there), or else a
-throwaway server each run starts in its directory and stops (``initdb`` and
+throwaway server each run starts (in a temporary directory) and stops (``initdb`` and
 ``pg_ctl`` from Debian's ``postgresql``; as root, run as the ``postgres``
 user, which ``initdb`` insists on). The bare baseline writes the store's own
 ``mailbox`` rows, with ``synchronous_commit=on``, one transaction for every
@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,8 +75,9 @@ def _database(workdir: Path) -> Iterator[str]:
         finally:
             _admin(given, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         return
-    root = workdir / "pg"
-    root.mkdir()
+    # Not in ``workdir``: the postgres user must reach it, and may not reach
+    # the directories above the repository.
+    root = Path(tempfile.mkdtemp(prefix="callboard-bench-pg-"))
     prefix: list[str] = []
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
@@ -94,7 +96,10 @@ def _database(workdir: Path) -> Iterator[str]:
         _admin(url, "CREATE DATABASE bench")
         yield url.rsplit("/", 1)[0] + "/bench"
     finally:
-        run(pg_ctl, "-D", str(root / "db"), "-m", "fast", "-w", "stop")
+        try:
+            run(pg_ctl, "-D", str(root / "db"), "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 class _Psycopg:

@@ -92,7 +92,9 @@ async def test_a_write_that_fails_its_fence_changes_nothing_and_the_rest_of_its_
     assert attempts == [("k/lost", 0)]
 
 
-async def test_a_write_in_flight_when_another_node_claims_lands_before_the_claim(pg_url, tmp_path):
+async def test_a_write_in_flight_when_another_node_claims_lands_whole_or_not_at_all(
+    pg_url, tmp_path
+):
     backend = PostgresBackend(pg_url, lambda: pg_url)
     with trio.fail_after(30):
         async with (
@@ -106,20 +108,27 @@ async def test_a_write_in_flight_when_another_node_claims_lands_before_the_claim
             outcome: list[object] = []
 
             async def commit() -> None:
-                outcome.append(await a.commit(Commit("k/x", cursor=1, events=(event(),))))
+                try:
+                    outcome.append(await a.commit(Commit("k/x", cursor=1, events=(event(),))))
+                except LeaseLost as lost:
+                    outcome.append(lost)
 
             async with trio.open_nursery() as nursery:
-                # a's write is under way (its batch waits on a lock the test holds)...
+                # a's write is queued behind a batch that waits on a lock the test holds.
                 nursery.start_soon(a.prune_keys, 1e9)
                 await trio.testing.wait_all_tasks_blocked()
                 nursery.start_soon(commit)
                 await trio.testing.wait_all_tasks_blocked()
                 release()
-                # ... so b's claim finds it either committed or not begun: after
-                # it, a's write either stands (b goes on from it) or never happened.
+                # b takes the actor meanwhile: before a's write reads its fence, or
+                # after a's write committed, never in between.
                 assert await b.claim("k/x")
-            (cursor,) = rows(pg_url, "SELECT cursor FROM actors WHERE address = 'k/x'")[0]
-    assert outcome and cursor == 1
+            (row,) = rows(pg_url, "SELECT cursor, event_head FROM actors WHERE address = 'k/x'")
+    (result,) = outcome
+    if isinstance(result, LeaseLost):
+        assert row == (0, 0)  # nothing of it was written
+    else:
+        assert row == (1, 1)  # all of it was, before the claim
 
 
 async def test_a_node_that_does_not_own_an_actor_follows_its_progress_and_its_events(
@@ -155,3 +164,13 @@ async def test_a_node_that_does_not_own_an_actor_follows_its_progress_and_its_ev
         (3, "counted", {"total": 3, "id": "m2"}),
     ]
     assert (view.state, view.owner) == ({"total": 3, "seen": ["m1", "m2"]}, "a")
+
+
+def test_the_lease_settings_are_checked_naming_the_field():
+    with pytest.raises(ValueError, match=r"^RuntimeConfig.lease_ttl must be seconds > 0, got 0$"):
+        callboard.RuntimeConfig(lease_ttl=0)
+    with pytest.raises(
+        ValueError, match=r"^RuntimeConfig.lease_poll must be less than lease_ttl \(2.0\), got 2.0$"
+    ):
+        callboard.RuntimeConfig(lease_ttl=2.0, lease_poll=2.0)
+    assert callboard.RuntimeConfig(lease_ttl=2.0, lease_poll=0.5).lease_poll == 0.5

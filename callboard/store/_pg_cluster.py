@@ -43,10 +43,10 @@ from . import _pg_lease as lease
 from ._op_queue import OpQueue
 from ._pg_connect import SecretUrl, connect, scrub
 from ._pg_reads import ReaderPool
-from ._records import Commit, CommitResult, NodeRecord, StoredAck
+from ._records import Commit, CommitResult, Enqueue, NodeRecord, StoredAck
 from ._sqlite_ops import WriterState
 
-__all__ = ["EVENTS", "MAIL", "PgCluster", "default_node"]
+__all__ = ["EVENTS", "MAIL", "PgCluster", "Touching", "default_node"]
 
 log = logging.getLogger("callboard.store")
 
@@ -61,6 +61,23 @@ def _now() -> float:
     """The lease's own clock: real seconds, whatever trio's clock does (a test
     may jump trio's by hours; the database's lease does not move with it)."""
     return time.monotonic()
+
+
+class Touching:
+    """A write that names the actors whose rows it will lock, so that the
+    writer locks them all first, in address order (see ``_pg_writer``)."""
+
+    __slots__ = ("addresses", "fence", "fn")
+
+    def __init__(
+        self, fn: Callable[[Any, float], Any], addresses: Sequence[str], fence: str | None = None
+    ) -> None:
+        self.fn = fn
+        self.addresses = addresses
+        self.fence = fence  # the actor whose owner writes: its fence is read first
+
+    def __call__(self, conn: Any, now: float) -> Any:
+        return self.fn(conn, now)
 
 
 class _Claimed:
@@ -99,6 +116,9 @@ class PgCluster(OpQueue):
         self._epochs: dict[str, int] = {}
         self._claiming: dict[str, trio.Event] = {}
         self._notes: set[tuple[str, str]] = set()
+        # The fences a batch read before its ops ran (``_pg_writer``): address ->
+        # (life, epoch) of this node's ownership row, locked FOR SHARE.
+        self._fences: dict[str, tuple[int, int]] = {}
         self._renewed_until = 0.0
         self._renewed = trio.Event()
         self._poll_now = trio.Event()
@@ -153,27 +173,47 @@ class PgCluster(OpQueue):
 
     # -- fenced writes ---------------------------------------------------------
 
+    async def enqueue(self, items: Sequence[Enqueue]) -> list[StoredAck | Exception]:
+        state = self._state
+        return await self._submit(
+            Touching(
+                lambda conn, now: [mailbox_ops.enqueue(conn, state, i, now) for i in items],
+                [i.address for i in items],
+            )
+        )
+
+    def enqueue_soon(self, item: Enqueue, then: Callable[[StoredAck | Exception], None]) -> bool:
+        state = self._state
+        return self._submit_soon(
+            Touching(lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), [item.address]),
+            then,
+        )
+
     def _fenced_op(
-        self, address: str, write: Callable[[Any, float], Any]
+        self, address: str, write: Callable[[Any, float], Any], touches: Sequence[str] = ()
     ) -> tuple[int | None, Callable[[Any, float], Any]]:
         """``write`` behind the fence of ``address``: with the epoch of this
         node's claim, or, for an actor it has not claimed (a first write, as a
         store's own tests make), after a claim in the same transaction."""
         epoch = self._epochs.get(address)
         node, life = self.node, self._lease_life
+        fences = self._fences
 
         def op(conn: Any, now: float) -> Any:
             if epoch is None:
                 taken = lease.claim(conn.conn, address, node, life)
                 return _FENCED if taken is None else _Claimed(taken, write(conn, now))
-            if lease.fenced(conn.conn, address, node, life, epoch):
+            # Read (and locked) before the batch's ops ran, in its transaction.
+            if fences.get(address) != (life, epoch):
                 return _FENCED
             return write(conn, now)
 
-        return epoch, op
+        return epoch, Touching(op, [address, *touches], fence=None if epoch is None else address)
 
-    async def _fenced_submit(self, address: str, write: Callable[[Any, float], Any]) -> Any:
-        epoch, op = self._fenced_op(address, write)
+    async def _fenced_submit(
+        self, address: str, write: Callable[[Any, float], Any], touches: Sequence[str] = ()
+    ) -> Any:
+        epoch, op = self._fenced_op(address, write, touches)
         result = await self._submit(op)
         if result is _FENCED:
             if epoch is not None and self._epochs.get(address) == epoch:
@@ -194,7 +234,8 @@ class PgCluster(OpQueue):
                 notes.add((EVENTS, c.address))  # subscribers on other nodes read them
             return result
 
-        result: CommitResult = await self._fenced_submit(c.address, write)
+        touches = [s.address for s in c.sends]  # its sends lock their recipients' rows
+        result: CommitResult = await self._fenced_submit(c.address, write, touches)
         return result
 
     async def mark_attempts(

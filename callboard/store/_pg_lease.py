@@ -14,12 +14,12 @@ the database's (``clock_timestamp()``), never a node's wall clock.
   ``epoch``. `claim` takes it (a compare-and-set that bumps the epoch) when
   its owner's lease has expired, when its owner is an earlier life, or when
   it has none; never from a live owner.
-- The **fence** (`fenced`) is read in the transaction of each write of the
-  owner: ``FOR SHARE`` on its ownership row, as this node's life and epoch.
-  A claim's UPDATE of that row waits for the write's transaction to end, and
-  the write's check waits for a claim in flight, so either the write commits
-  before the actor changes hands or it finds the new epoch and writes
-  nothing.
+- The **fence** (`FENCES`) is read in the transaction of each write of the
+  owner, before its batch's ops run: its ownership row ``FOR SHARE``, whose
+  life and epoch must be the ones the write was made with. A claim's UPDATE
+  of that row waits for the write's transaction to end, and the read waits
+  for a claim in flight, so either the write commits before the actor
+  changes hands or it finds the new epoch and writes nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import psycopg
 
 __all__ = [
     "claim",
-    "fenced",
     "leave",
     "list_nodes",
     "register",
@@ -74,10 +73,11 @@ _CLAIM = (
     "RETURNING epoch"
 )
 
-_FENCE = (
-    "SELECT 1 FROM callboard_ownership WHERE address = %s AND node = %s AND life = %s "
-    "AND epoch = %s FOR SHARE"
+FENCES = (
+    "SELECT address, life, epoch FROM callboard_ownership "
+    "WHERE address = ANY(%s) AND node = %s ORDER BY address FOR SHARE"
 )
+"""The fences of a batch's writes, in one statement: ``(address, life, epoch)``."""
 
 # Actors with work (a message not handled, or a turn or a job running) whose
 # owner is not live, or is this life (a notification may have been lost).
@@ -134,12 +134,6 @@ def claim(conn: psycopg.Connection[Any], address: str, node: str, life: int) -> 
     its new epoch, or None when a live node owns it (or this lease lapsed)."""
     row = conn.execute(_CLAIM, {"address": address, "node": node, "life": life}).fetchone()
     return None if row is None else int(row[0])
-
-
-def fenced(conn: psycopg.Connection[Any], address: str, node: str, life: int, epoch: int) -> bool:
-    """True if ``address`` is no longer this life's at ``epoch``: then the
-    write must not happen. Holds the ownership row until the transaction ends."""
-    return conn.execute(_FENCE, (address, node, life, epoch)).fetchone() is None
 
 
 def list_nodes(conn: psycopg.Connection[Any]) -> list[tuple[str, str, bool, int]]:

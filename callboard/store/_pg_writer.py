@@ -39,12 +39,23 @@ from ..errors import StoreUnavailable, UnknownOutcome
 from ._op_queue import OpQueue, _Op
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
+from ._pg_lease import FENCES
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 
 log = logging.getLogger("callboard.store")
 
 _RETRIES = 3
+
+# The rows of every actor a batch will lock, locked first and in address
+# order: two nodes' batches that store messages for the same actors then
+# queue on the first row they share, and never wait on each other in a
+# circle. Their counters come with them, so the ops need not read them.
+_LOCK_ACTORS = (
+    "SELECT address, mailbox_head, event_head, final FROM actors "
+    "WHERE address = ANY(%s) ORDER BY address FOR UPDATE"
+)
+
 # Conflicts with another node's transaction: running it again is right.
 _CONFLICTS = (
     psycopg.errors.DeadlockDetected,
@@ -75,6 +86,7 @@ class PgBatchWriter(OpQueue):
     _recoveries: int
     _group_commits: GroupCommits
     _notes: set[tuple[str, str]]
+    _fences: dict[str, tuple[int, int]]
     node: str
     _note: Callable[[object], None]
     """Remember whom an op's result should wake (`PgCluster._note`)."""
@@ -93,8 +105,6 @@ class PgBatchWriter(OpQueue):
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
                         continue
-                    # Other nodes may have changed any actor's counters since.
-                    self._state.forget()
                     state = self._state
                     now = self._clock()
                     state.key_stamp = self.key_clock()
@@ -113,6 +123,7 @@ class PgBatchWriter(OpQueue):
         assert sql is not None
         state = self._state
         try:
+            self._lock_actors(sql, batch)
             # The ops type their connection as sqlite3's; the dialect is that
             # part of its interface (see ``_pg_dialect``).
             for op in batch:
@@ -135,6 +146,7 @@ class PgBatchWriter(OpQueue):
                 self._refuse([op])
                 return
             try:
+                self._lock_actors(sql, [op])
                 op.result = op.fn(cast(Any, sql), now)
                 self._note(op.result)
                 self._state.flush(cast(Any, sql))
@@ -149,6 +161,25 @@ class PgBatchWriter(OpQueue):
                 return
             self._commit(sql, [op])
             return
+
+    def _lock_actors(self, sql: SqliteDialect, ops: list[_Op]) -> None:
+        """Before ``ops`` run: lock the rows of the actors they name, read their
+        counters into the cache, and read the fences of the owner's writes."""
+        self._state.forget()  # whatever another node changed since, the table has it
+        addresses = sorted({a for op in ops for a in getattr(op.fn, "addresses", ())})
+        if addresses:
+            heads = self._state.heads
+            for address, mailbox_head, event_head, final in sql.conn.execute(
+                _LOCK_ACTORS, (addresses,)
+            ):
+                if not final:
+                    heads[address] = (mailbox_head, event_head)
+        fences = self._fences
+        fences.clear()
+        fenced = sorted({f for op in ops if (f := getattr(op.fn, "fence", None)) is not None})
+        if fenced:
+            for address, life, epoch in sql.conn.execute(FENCES, (fenced, self.node)):
+                fences[address] = (life, epoch)
 
     def _commit(self, sql: SqliteDialect, ops: list[_Op]) -> None:
         try:
