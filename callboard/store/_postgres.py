@@ -38,6 +38,7 @@ from ._op_queue import _Op
 from ._pg_cluster import PgCluster, default_node
 from ._pg_connect import SecretUrl, connect, redact, scrub
 from ._pg_dialect import SqliteDialect
+from ._pg_fenced import PgFencedWrites
 from ._pg_reads import PgReads, ReaderPool
 from ._pg_schema import prepare
 from ._pg_writer import PgBatchWriter
@@ -48,7 +49,7 @@ from ._writes import StoreWrites
 __all__ = ["PostgresStore", "open_postgres_store"]
 
 
-class PostgresStore(PgBatchWriter, PgReads, PgCluster, StoreWrites):
+class PostgresStore(PgBatchWriter, PgReads, PgFencedWrites, PgCluster, StoreWrites):
     """The store behind the runtime, on PostgreSQL. Writes are durable on return;
     reads see every write that returned before they began."""
 
