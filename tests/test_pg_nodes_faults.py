@@ -1,7 +1,7 @@
 """The database goes away mid traffic (its server stopped, then started again):
 sends get an error meanwhile, nothing refused is applied, the node gets its
 lease and its actors back, and nothing acknowledged is lost. Counted in the
-database."""
+database; and the URL's password shows in none of the node's complaints."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import trio
 from pg_server import PgServer, skip_or_fail_without_postgres
 from serve_helpers import connect_to
 from test_pg_nodes import ACTORS, handled_log, node, wait_handled
+from test_store_postgres import with_password
 
 
 class RestartableServer(PgServer):
@@ -43,6 +44,7 @@ def restartable() -> Iterator[RestartableServer]:
 
 async def test_a_database_restart_mid_traffic_loses_nothing_acknowledged(restartable, tmp_path):
     url = restartable.new_database()
+    secret_url = with_password(url, "hunter2-secret")  # the test server trusts any
     acked: list[tuple[str, int]] = []
     refused: dict[int, str] = {}  # n -> the error's code
     n = 0
@@ -54,7 +56,7 @@ async def test_a_database_restart_mid_traffic_loses_nothing_acknowledged(restart
         )
 
     with trio.fail_after(120):
-        async with node(tmp_path / "a", url, "a") as a, connect_to(a) as client:
+        async with node(tmp_path / "a", secret_url, "a") as a, connect_to(a) as client:
             for _ in range(20):
                 n += 1
                 reply = await send(client, n)
@@ -88,8 +90,11 @@ async def test_a_database_restart_mid_traffic_loses_nothing_acknowledged(restart
             log = handled_log(url)
             a.process.send_signal(signal.SIGTERM)
             assert await a.process.wait() == 0
+            said = [a.line, *a.stderr]
     assert set(refused.values()) <= {"unavailable", "unknown_outcome"}
     applied = Counter((actor, m) for actor in ACTORS[:3] for _, _, m in log[actor])
     assert sorted(applied) == sorted(acked)  # every acked message, and nothing else
     assert set(applied.values()) == {1}  # each once
     assert len(acked) == 43
+    assert any("***@" in line for line in said)  # it did name the URL, redacted
+    assert not [line for line in said if "hunter2-secret" in line]

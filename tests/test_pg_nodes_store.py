@@ -174,3 +174,22 @@ def test_the_lease_settings_are_checked_naming_the_field():
     ):
         callboard.RuntimeConfig(lease_ttl=2.0, lease_poll=2.0)
     assert callboard.RuntimeConfig(lease_ttl=2.0, lease_poll=0.5).lease_poll == 0.5
+
+
+async def test_a_second_process_under_a_node_name_takes_it_over_and_the_first_takes_nothing(
+    pg_url, tmp_path, caplog
+):
+    with trio.fail_after(20):
+        async with open_postgres_store(pg_url, tmp_path / "one", node="n") as first:
+            await first.enqueue([msg("k/x"), msg("k/y")])
+            assert await first.claim("k/x")
+            async with open_postgres_store(pg_url, tmp_path / "two", node="n") as second:
+                # The first's life of "n" is over: what it owned is free, and it
+                # can take nothing more, nor write for what it had.
+                assert (await first.claim("k/y"), await second.claim("k/y")) == (False, True)
+                assert await second.claim("k/x")
+                with pytest.raises(LeaseLost):
+                    await first.commit(Commit("k/x", cursor=1))
+                (row,) = rows(pg_url, "SELECT node, COUNT(*) FROM callboard_nodes GROUP BY node")
+    assert row == ("n", 1)
+    assert "node 'n' was live under another life" in caplog.text

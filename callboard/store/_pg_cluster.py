@@ -94,6 +94,7 @@ class PgCluster(OpQueue):
         self._stop_listening = threading.Event()
         self._lease_errors = 0
         self._unowned: set[str] = set()
+        self._displaced = False  # another process took this node's name
 
     # -- ownership, for the runtime ------------------------------------------
 
@@ -141,6 +142,18 @@ class PgCluster(OpQueue):
                 "node %r was live under another life: it is fenced from now on (two "
                 "processes must not share a node name)", self.node,
             )  # fmt: skip
+
+    def _rejoin(self) -> bool:
+        try:
+            conn = self._control_connection()
+            return lease.rejoin(conn, self.node, self._lease_life, self._lease_ttl)
+        except psycopg.Error as exc:
+            if self._control is not None:
+                self._control.close()
+            raise StoreUnavailable(
+                f"node {self.node!r} cannot start a new lease: "
+                f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
+            ) from None
 
     def _control_connection(self) -> psycopg.Connection[Any]:
         conn = self._control
@@ -209,10 +222,20 @@ class PgCluster(OpQueue):
                 self._drop_all("found its lease lapsed (it was paused or cut off)")
                 self._lease_life = secrets.randbits(62)
                 try:
-                    await trio.to_thread.run_sync(self._register, limiter=self._control_lane)
-                except (StoreUnavailable, psycopg.Error):
+                    joined = await trio.to_thread.run_sync(self._rejoin, limiter=self._control_lane)
+                except StoreUnavailable:
                     await trio.sleep(min(period, 0.5))
                     continue
+                if not joined:
+                    if not self._displaced:
+                        self._displaced = True
+                        log.error(
+                            "node %r is taken by another live process under the same name: "
+                            "this one runs no actors while that one lives", self.node,
+                        )  # fmt: skip
+                    await trio.sleep(period)
+                    continue
+                self._displaced = False
             self._renewed_until = sent + self._lease_ttl
             self._renewed.set()
             self._renewed = trio.Event()

@@ -33,6 +33,7 @@ __all__ = [
     "leave",
     "list_nodes",
     "register",
+    "rejoin",
     "renew",
 ]
 
@@ -46,6 +47,16 @@ _REGISTER = (
     # What it replaced: a life still live means two processes share the name.
     "RETURNING (SELECT n.expires > clock_timestamp() AND n.life <> %(life)s "
     "FROM callboard_nodes n WHERE n.node = %(node)s)"
+)
+
+# After a lapse: a new life, unless another life of the name is live (a second
+# process started under this name since; it is not displaced in turn).
+_REJOIN = (
+    "INSERT INTO callboard_nodes (node, life, started_at, heartbeat, expires) "
+    f"VALUES (%(node)s, %(life)s, clock_timestamp(), clock_timestamp(), {_EXPIRES}) "
+    "ON CONFLICT (node) DO UPDATE SET life = EXCLUDED.life, started_at = EXCLUDED.started_at, "
+    "heartbeat = EXCLUDED.heartbeat, expires = EXCLUDED.expires "
+    "WHERE callboard_nodes.expires <= clock_timestamp() RETURNING 1"
 )
 
 # Renewed only while still live: a lease that lapsed (a paused node, a long
@@ -111,6 +122,14 @@ def register(conn: psycopg.Connection[Any], node: str, life: int, ttl: float) ->
     with conn.transaction():
         row = conn.execute(_REGISTER, {"node": node, "life": life, "ttl": ttl}).fetchone()
     return bool(row and row[0])
+
+
+def rejoin(conn: psycopg.Connection[Any], node: str, life: int, ttl: float) -> bool:
+    """Start ``life`` of ``node`` after its lease lapsed; False (nothing changed)
+    while another life of that name is live."""
+    with conn.transaction():
+        row = conn.execute(_REJOIN, {"node": node, "life": life, "ttl": ttl}).fetchone()
+    return row is not None
 
 
 def renew(conn: psycopg.Connection[Any], node: str, life: int, ttl: float) -> bool:
