@@ -17,6 +17,7 @@ The tree::
     │   ├── StateError                               a snapshot that does not structure
     │   └── ConfigurationError                       a setting or directory the actor cannot use
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
+    │   └── LeaseLost                                another node owns the actor now
     ├── UnknownOutcome                               an I/O error left the write undecided
     ├── DataDirectoryLocked                          another process owns the data directory
     ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
@@ -55,6 +56,7 @@ __all__ = [
     "Escalation",
     "Forbidden",
     "Lagged",
+    "LeaseLost",
     "ModelError",
     "PathEscape",
     "Permanent",
@@ -163,6 +165,11 @@ class StoreUnavailable(CallboardError):
 
     code = "unavailable"
     retryable = True
+
+
+class LeaseLost(StoreUnavailable):
+    """This node no longer owns the actor: another node took it after this one's
+    lease lapsed. Nothing was written; the actor stops on this node."""
 
 
 class UnknownOutcome(CallboardError):

@@ -38,7 +38,7 @@ from callboard.gateway._frames import (
     Unsubscribe,
     parse_frame,
 )
-from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Requeue
+from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Nodes, Requeue
 
 MAX_FRAME = 1 << 20
 
@@ -72,6 +72,7 @@ REQUESTS = [
     Pause("g3", "counter/a"),
     Resume("g4", "counter/a"),
     Step("g5", "counter/a"),
+    Nodes("n1"),
 ]
 
 
@@ -118,8 +119,8 @@ def test_an_unknown_op_is_refused_naming_the_ops_there_are_before_any_field():
     assert result == FrameError(
         "bad_request",
         "field 'op' has unknown op \"launch\" (a string); known: approvals, dead_letters, "
-        "delete, hello, inspect, list, output, pause, ping, requeue, resume, send, set_state, "
-        "spawn, state, step, stop, subscribe, unsubscribe",
+        "delete, hello, inspect, list, nodes, output, pause, ping, requeue, resume, send, "
+        "set_state, spawn, state, step, stop, subscribe, unsubscribe",
         "7",
         "launch",
     )

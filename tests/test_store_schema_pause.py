@@ -1,4 +1,4 @@
-"""The schema version that holds an operator's pause (SQLite 5, PostgreSQL 2):
+"""The schema version that holds an operator's pause (SQLite 5, PostgreSQL 2; 3 then adds leases):
 a directory or database of the version before is migrated in place, its
 actors unpaused and their mailboxes kept, and can be paused from then on."""
 
@@ -56,13 +56,19 @@ async def test_a_version_1_database_gains_the_pause_column_with_every_actor_runn
 ):
     with trio.fail_after(30):
         await _leave_one_message_unhandled(tmp_path, pg_url)
+        # As version 1 left it: no pause column, a store-wide owner row, no leases.
         with psycopg.connect(pg_url, autocommit=True) as db:
             db.execute("ALTER TABLE actors DROP COLUMN paused")
+            db.execute("DROP TABLE callboard_nodes, callboard_ownership")
+            db.execute(
+                "CREATE TABLE callboard_owner (id INTEGER PRIMARY KEY, epoch BIGINT NOT NULL, "
+                "node TEXT, opened_at DOUBLE PRECISION NOT NULL)"
+            )
             db.execute("UPDATE callboard_meta SET value = '1' WHERE key = 'schema'")
         statuses, state = await _resumed_after_migration(tmp_path, pg_url)
     with psycopg.connect(pg_url) as db:
         row = db.execute("SELECT value FROM callboard_meta WHERE key = 'schema'").fetchone()
-    assert PG_VERSION == 2
-    assert row == ("2",)
+    assert PG_VERSION == 3  # 2 added the pause, 3 the leases
+    assert row == ("3",)
     assert statuses == ["active", "paused"]
     assert state == {"total": 3, "seen": ["m1", "m2", "m3"]}

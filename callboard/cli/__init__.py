@@ -25,6 +25,7 @@ _MODULES = (
     "_token",
     "_output",
     "_verbs_attach",
+    "_nodes",
 )
 
 

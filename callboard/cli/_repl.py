@@ -41,6 +41,7 @@ from ._commands import (
     token_of,
 )
 from ._jobs import JOBS
+from ._nodes import NODES
 from ._output import OUTPUT
 from ._tailing import tail
 from ._task_verbs import TASK
@@ -50,7 +51,7 @@ from ._verbs_attach import ATTACH
 from ._verbs_operator import ADDRESS_FIRST, OPERATOR_VERBS
 
 # The REPL offers every verb the command line has, jobs included.
-VERBS = {**_CLI_VERBS, JOBS.name: JOBS, **OPERATOR_VERBS}
+VERBS = {**_CLI_VERBS, JOBS.name: JOBS, NODES.name: NODES, **OPERATOR_VERBS}
 VERBS[OUTPUT.name] = OUTPUT
 VERBS[TASK.name] = TASK
 VERBS.update(ATTACH)

@@ -34,7 +34,7 @@ from ..agent import builtin_kinds
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..llm import PROVIDERS, check_provider
-from ..runtime import open_runtime
+from ..runtime import RuntimeConfig, open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
 from ._logs import configure_logging, log_lifecycle
@@ -63,9 +63,13 @@ def add_parsers(subparsers: Any) -> None:
     add("--store", default=os.environ.get("CALLBOARD_STORE") or None, metavar="URL",
         help="keep the actors in PostgreSQL at URL, postgresql://USER@HOST:PORT/DB "
         "($CALLBOARD_STORE, which keeps a password out of the process list); default: SQLite "
-        "in the data directory. One node per database for now")  # fmt: skip
+        "in the data directory. Several nodes may share one database")  # fmt: skip
     add("--node", default=None, metavar="NAME",
-        help="this node's name, recorded in the PostgreSQL store")  # fmt: skip
+        help="this node's name in the PostgreSQL store (default: the host's name and a "
+        "digest of the data directory)")  # fmt: skip
+    add("--lease-ttl", type=float, default=10.0, metavar="SECONDS",
+        help="how long a node's lease on its actors outlives its last heartbeat; another "
+        "node takes them after it (%(default)s)")  # fmt: skip
     add("--host", default="127.0.0.1", help="interface to bind (%(default)s; others need a token)")
     add("--port", type=int, default=7341, help="port to bind (%(default)s; 0 picks a free one)")
     add("--token", default=None,
@@ -202,6 +206,10 @@ def run_serve(args: argparse.Namespace) -> int:
         kinds = [load_kind(spec) for spec in args.kind]
         _workspace_roots(args)  # refused here, before anything starts
         read_prices(args.prices)
+        # The poll for orphaned actors: every second, or more often for a short lease.
+        args.runtime_config = RuntimeConfig(
+            lease_ttl=args.lease_ttl, lease_poll=min(1.0, args.lease_ttl / 4)
+        )
     except (ValueError, CallboardError) as exc:
         _last_word(args, str(exc))
         return EXIT_USAGE
@@ -331,8 +339,9 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         agent = builtin_kinds({**settings, "workspace": args.workspace or os.getcwd()})
         every = [*(cls for cls in agent if cls.kind not in claimed), *kinds]
         async with open_runtime(
-            data, kinds=every, settings=settings, store=args.store, node=args.node
-        ) as rt:
+            data, kinds=every, settings=settings, store=args.store, node=args.node,
+            config=args.runtime_config,
+        ) as rt:  # fmt: skip
             log_lifecycle(rt)
             with stopping:
                 gateway = Gateway(rt, config)

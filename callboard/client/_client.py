@@ -16,6 +16,7 @@ acknowledged with ``duplicate=True``).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import logging
 import os
@@ -214,6 +215,12 @@ class Client(OperatorOps):
         reply = await self._request("step", {"actor": address})
         handled: int | None = field(reply, "handled", int, type(None))
         return handled
+
+    async def nodes(self) -> builtins.list[dict[str, Any]]:
+        """The nodes sharing the server's store: ``node``, ``heartbeat``, ``actors``."""
+        reply = await self._request("nodes", {})
+        nodes = reply.get("nodes")
+        return list(nodes) if isinstance(nodes, list) else []
 
     async def ping(self) -> float:
         """One round trip to the server and its runtime; returns how long it took, in seconds."""

@@ -46,6 +46,7 @@ __all__ = [
     "MessageKey",
     "MessageType",
     "Name",
+    "Nodes",
     "Output",
     "Pause",
     "Ping",
@@ -399,10 +400,17 @@ class Step:
     actor: Address
 
 
+@strict_json()
+@attrs.frozen
+class Nodes:
+    op: ClassVar[str] = "nodes"
+    id: str
+
+
 Request = (
     Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
     | Approvals | DeadLetters | Requeue | Delete | Output
-    | GetState | SetState | Pause | Resume | Step
+    | GetState | SetState | Pause | Resume | Step | Nodes
 )  # fmt: skip
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}

@@ -46,7 +46,7 @@ from ..mailbox import (
     encode_body,
     new_name,
 )
-from ..store import Enqueue, Store, StoredAck
+from ..store import Enqueue, NodeRecord, Store, StoredAck
 from ..supervisor import Control
 from ..views import ActorInfo, ActorView, MessageOutcome, PendingApproval, TaskOperations
 from . import _attach, _operator, _views
@@ -271,8 +271,9 @@ class Runtime:
             raise SpawnConflict(
                 f"{address!r} exists with a different spec; pick another name or stop it first"
             )
-        if not existed:
-            self._cells.activate(address)
+        if not existed and (self._store.owns(address) or await self._store.claim(address)):
+            if address not in self._cells.cells:
+                self._cells.activate(address)
         return Address(address, existed=existed)
 
     async def stop(self, address: str) -> str:
@@ -283,6 +284,13 @@ class Runtime:
             raise UnknownActor(f"there is no actor at {address!r}")
         if record.final:
             return record.status
+        if address not in self._cells.cells and not self._store.owns(address):
+            # Several nodes on one store: it is stopped where it runs.
+            if not await self._store.claim(address):
+                raise BadRequest(
+                    f"{address!r} is active on another node; stop it through that node "
+                    "(callboard nodes lists them)"
+                )
         cell = self._cells.cells.get(address)
         if cell is None:
             cell = self._cells.activate(address, stop=True)
@@ -443,6 +451,11 @@ class Runtime:
     async def writable(self) -> bool:
         """Whether the store takes writes now (`Store.writable`; for readiness probes)."""
         return self._cells.open and await self._store.writable()
+
+    async def nodes(self) -> builtins.list[NodeRecord]:
+        """The nodes sharing this runtime's store, each with its last heartbeat
+        and the actors it owns (none on one node: SQLite)."""
+        return await self._store.nodes()
 
     async def actor_counts(self) -> dict[str, int]:
         """How many actors have each stored status (for metrics)."""

@@ -56,6 +56,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
         last_error=_last_error(cells, address, record.last_error),
         spec=mask_secrets(spec),
         summary=await cls.summarize(state, _Logs(cells.store, address)),
+        owner=None if record.final else record.owner,
     )
 
 
@@ -95,6 +96,7 @@ async def list_page(
             shown_status(cells, record.address, record.status, record.final, record.paused),
             record.unhandled,
             record.restarts,
+            None if record.final else record.owner,  # an ended actor runs nowhere
         )
         if status is None or info.status == status:
             rows.append(info)
@@ -122,7 +124,7 @@ async def _in_memory_page(
             continue
         if len(rows) == limit:
             return rows, rows[-1].actor
-        rows.append(ActorInfo(address, shown, record.unhandled, record.restarts))
+        rows.append(ActorInfo(address, shown, record.unhandled, record.restarts, record.owner))
     return rows, None
 
 

@@ -17,7 +17,14 @@ import trio
 from .._retry import RestartWindow
 from ..actors import Actor, Context, Effects
 from ..codec import converter, dumps, loads
-from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
+from ..errors import (
+    CrashReason,
+    Escalation,
+    LeaseLost,
+    StateError,
+    StoreUnavailable,
+    UnknownOutcome,
+)
 from ..mailbox import Event, Message
 from ..store import CommitResult, NewEvent
 from ._commits import build_commit
@@ -268,8 +275,16 @@ class ActorCell(Controls):
                     resting = await self._live(restarted, resumed=resumed)
                     return
                 except Exception as exc:
+                    if isinstance(_unwrap(exc), LeaseLost):
+                        # Another node owns it now: stop here at once, recording
+                        # nothing (the store would refuse it anyway).
+                        log.warning("%s: %s", self.address, _unwrap(exc))
+                        return
                     try:
                         restart = await self._crashed(_unwrap(exc))
+                    except LeaseLost as lost:
+                        log.warning("%s: %s", self.address, lost)
+                        return
                     except (StoreUnavailable, UnknownOutcome) as refused:
                         # Not even the crash could be recorded: the store refuses
                         # writes. The last commit stands; try again after a pause

@@ -31,6 +31,8 @@ class ActorView:
     last_error: dict[str, Any] | None
     spec: Any = None
     summary: dict[str, Any] | None = None
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
 
 
 @attrs.frozen
@@ -41,6 +43,8 @@ class ActorInfo:
     status: str
     mailbox: int
     restarts: int
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
 
 
 @attrs.frozen
