@@ -16,12 +16,14 @@ from ._strict import refusals as refusals
 from ._strict import shown as shown
 from ._strict import strict_json as strict_json
 from ._strict import structure_json as structure_json
+from ._text import complete_utf8_prefix as complete_utf8_prefix
 
 __all__ = [
     "JSONRefused",
     "JSONShapeError",
     "Refused",
     "check_loaded",
+    "complete_utf8_prefix",
     "converter",
     "dumps",
     "dumps_within",

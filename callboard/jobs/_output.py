@@ -23,6 +23,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..codec import complete_utf8_prefix
 from ..errors import BadRequest
 from ..views import OUTPUT_READ_LIMIT, ActorView, OutputPage
 
@@ -130,7 +131,7 @@ async def read_output(
     data = data[after - start : end - start]
     truncated = end < size
     if truncated or running:
-        data = data[: _complete_prefix(data)] or data
+        data = data[: complete_utf8_prefix(data)] or data
     return OutputPage(
         text=data.decode("utf-8", "replace"),
         next=after + len(data),
@@ -138,14 +139,3 @@ async def read_output(
         truncated=truncated,
         capped=capped,
     )
-
-
-def _complete_prefix(data: bytes) -> int:
-    """The length of ``data`` without a UTF-8 sequence cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0x80:
-            continue  # a continuation byte: look further back for its lead
-        need = 1 if byte < 0xC0 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-        return len(data) - back if need > back else len(data)
-    return len(data)

@@ -42,7 +42,7 @@ import attrs
 
 from callboard.errors import ModelError
 
-from ._classify import stream_error
+from ._classify import malformed, stream_error
 from ._deltas import DeltaKind, StreamDelta, read_delta
 
 __all__ = ["AssistantReply", "ChunkAccumulator", "ToolCall", "accumulate"]
@@ -287,14 +287,7 @@ class ChunkAccumulator:
         return value
 
     def _malformed(self, what: str, value: object) -> NoReturn:
-        got = self.scrub(repr(value))
-        if len(got) > 80:
-            got = got[:77] + "..."
-        raise ModelError(
-            f"chunk {self._count} of the model's stream is malformed: {what} "
-            f"(got {got} that is a {type(value).__name__})",
-            retryable=False,
-        )
+        raise malformed(f"chunk {self._count}", what, value, self.scrub)
 
 
 def accumulate(chunks: Iterable[object]) -> AssistantReply:

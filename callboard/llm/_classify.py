@@ -32,6 +32,7 @@ __all__ = [
     "error_code",
     "is_context_overflow",
     "is_out_of_quota",
+    "malformed",
     "stream_error",
 ]
 
@@ -164,3 +165,16 @@ def _retryable(error: Mapping[str, Any], code: int | None) -> bool:
         return code in RETRYABLE_STATUS or code >= 500
     squashed = {name.replace("_", "") for name in _names(error)}
     return bool(squashed & _RETRYABLE_TYPES)
+
+
+def malformed(where: str, what: str, value: object, scrub: Callable[[str], str]) -> ModelError:
+    """A stream part that is not what the wire says (``where``: e.g. "chunk 3"),
+    quoting at most 80 characters of what came, scrubbed of the key."""
+    got = scrub(repr(value))
+    if len(got) > 80:
+        got = got[:77] + "..."
+    return ModelError(
+        f"{where} of the model's stream is malformed: {what} "
+        f"(got {got} that is a {type(value).__name__})",
+        retryable=False,
+    )

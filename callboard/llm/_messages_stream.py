@@ -41,7 +41,7 @@ import attrs
 from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply, ToolCall
-from ._classify import stream_error
+from ._classify import malformed, stream_error
 from ._deltas import DeltaKind, StreamDelta
 
 __all__ = ["FINISH_REASONS", "MessagesAccumulator", "chat_usage"]
@@ -249,14 +249,7 @@ class MessagesAccumulator:
         return value
 
     def _malformed(self, what: str, value: object) -> NoReturn:
-        got = self.scrub(repr(value))
-        if len(got) > 80:
-            got = got[:77] + "..."
-        raise ModelError(
-            f"event {self._count} of the model's stream is malformed: {what} "
-            f"(got {got} that is a {type(value).__name__})",
-            retryable=False,
-        )
+        raise malformed(f"event {self._count}", what, value, self.scrub)
 
 
 def _json(value: dict[str, Any]) -> str:

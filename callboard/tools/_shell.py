@@ -18,8 +18,8 @@ from pathlib import Path
 import attrs
 import trio
 
-from callboard.errors import ToolError
-
+from ..codec import complete_utf8_prefix
+from ..errors import ToolError
 from ._executor import Executor
 from ._procs import KILL_WAIT
 from ._wrapper import (
@@ -257,7 +257,7 @@ async def _read_capped(executor: Executor, path: Path, cap: int) -> tuple[str, i
         data = await executor.read_bytes(path, 0, size)
         return data.decode("utf-8", "replace"), 0
     head = await executor.read_bytes(path, 0, cap // 2)
-    head = head[: _complete_prefix(head)]
+    head = head[: complete_utf8_prefix(head)]
     tail = await executor.read_bytes(path, size - (cap - cap // 2), cap - cap // 2)
     tail = tail[_continuation_prefix(tail) :]
     dropped = size - len(head) - len(tail)
@@ -268,17 +268,6 @@ async def _read_capped(executor: Executor, path: Path, cap: int) -> tuple[str, i
 def _with_output(output: str) -> str:
     """The output as the model reads it; a cut is marked where it was made."""
     return output if output else "(no output)"
-
-
-def _complete_prefix(data: bytes) -> int:
-    """The length of ``data`` without a UTF-8 sequence cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0x80:
-            continue  # a continuation byte: look further back for its lead
-        need = 1 if byte < 0xC0 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-        return len(data) - back if need > back else len(data)
-    return len(data)
 
 
 def _continuation_prefix(data: bytes) -> int:
@@ -328,7 +317,7 @@ async def read_job_output(
     truncated = len(data) > cap
     data = data[:cap]
     if truncated or running:
-        data = data[: _complete_prefix(data)] or data
+        data = data[: complete_utf8_prefix(data)] or data
     return JobOutput(
         text=data.decode("utf-8", "replace"),
         next_offset=offset + len(data),
