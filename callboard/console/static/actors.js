@@ -1,0 +1,92 @@
+// The actors: address, kind, status, mailbox, restarts, last event, and the
+// node that owns each once there are several; filtered by kind and status,
+// searched by address. The list is read again when events say it changed.
+
+import { actorLink, append, clear, failure, h, kindOf, unsupported, when } from "./dom.js";
+
+const lastEvents = new Map(); // address -> {type, at}, kept across views
+
+export function actorsView(main, { gw, live }) {
+  const kindSelect = h("select", { id: "filter-kind", onchange: () => load() }, h("option", { value: "" }, "every kind"));
+  const statusSelect = h("select", { id: "filter-status", onchange: () => draw() }, h("option", { value: "" }, "every status"));
+  const search = h("input", { id: "search", type: "search", placeholder: "search by address", oninput: () => draw() });
+  const body = h("tbody");
+  const nodeHead = h("th", { hidden: true }, "node");
+  let note = h("p", { className: "quiet" });
+  const table = h("table", { id: "actors", className: "rows" },
+    h("thead", {}, h("tr", {}, h("th", {}, "address"), h("th", {}, "kind"), h("th", {}, "status"),
+      h("th", {}, "mailbox"), h("th", {}, "restarts"), h("th", {}, "last event"), nodeHead)),
+    body);
+  append(main, [h("h1", {}, "Actors"), h("div", { className: "filters" }, kindSelect, statusSelect, search), note, table]);
+
+  let rows = [];
+  let severalNodes = false;
+  let timer = null;
+  let stopped = false;
+
+  function options(select, values) {
+    const chosen = select.value;
+    const known = new Set([...select.options].map((o) => o.value));
+    for (const value of [...values].sort()) if (!known.has(value)) select.append(h("option", { value }, value));
+    select.value = chosen;
+  }
+
+  function draw() {
+    const term = search.value.trim().toLowerCase();
+    const status = statusSelect.value;
+    nodeHead.hidden = !severalNodes;
+    clear(body);
+    const shown = rows.filter((row) => (!status || row.status === status)
+      && (!term || row.actor.toLowerCase().includes(term)));
+    for (const row of shown) {
+      const last = lastEvents.get(row.actor);
+      const tr = h("tr", { "data-actor": row.actor },
+        h("td", {}, actorLink(row.actor)),
+        h("td", {}, kindOf(row.actor)),
+        h("td", {}, h("span", { className: `status ${row.status}` }, row.status)),
+        h("td", { className: "number" }, row.mailbox),
+        h("td", { className: "number" }, row.restarts),
+        h("td", {}, last ? `${last.type} ${when(last.at)}` : ""));
+      if (severalNodes) tr.append(h("td", {}, row.node || ""));
+      body.append(tr);
+    }
+    note.textContent = `${shown.length} of ${rows.length} actors`;
+  }
+
+  async function load() {
+    try {
+      const kind = kindSelect.value;
+      rows = await gw.listAll(kind ? { kind } : {});
+      if (!kind) options(kindSelect, new Set(rows.map((row) => kindOf(row.actor))));
+      options(statusSelect, new Set(rows.map((row) => row.status)));
+      try {
+        severalNodes = (await gw.request("nodes")).nodes.length > 1;
+      } catch (error) {
+        if (!unsupported(error)) throw error;
+        severalNodes = false; // a server without the nodes op has one node
+      }
+      if (!stopped) draw();
+    } catch (error) {
+      if (!stopped) note.replaceWith((note = failure(error)));
+    }
+  }
+
+  function soon() {
+    clearTimeout(timer);
+    timer = setTimeout(load, 200);
+  }
+
+  const off = live.on((frame) => {
+    if (frame.seq === null) return; // streamed text: nothing in the list changes
+    lastEvents.set(frame.actor, { type: frame.type, at: frame.at });
+    soon();
+  });
+  const poll = setInterval(load, live.available ? 10000 : 3000);
+  load();
+  return () => {
+    stopped = true;
+    off();
+    clearInterval(poll);
+    clearTimeout(timer);
+  };
+}

@@ -1,0 +1,120 @@
+"""The console's tests: its URL from `callboard serve`'s line, plain HTTP requests
+written byte for byte (so a path reaches the server exactly as given), and a
+real headless Chromium driven by selenium, waited on from trio."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+import trio
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+__all__ = ["Browser", "Reply", "chromium", "console_url", "http_request"]
+
+CONSOLE = re.compile(r"console at (http://127\.0\.0\.1:(\d+)/)#token=(\S+)$")
+WAIT = 60.0  # seconds a page condition may take on a slow, shared machine
+
+
+def console_url(line: str) -> tuple[str, int, str]:
+    """(URL, port, token) of the console named in serve's first line."""
+    match = CONSOLE.search(line)
+    assert match is not None, line
+    return match.group(1), int(match.group(2)), match.group(3)
+
+
+@attrs.frozen
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+async def http_request(port: int, path: str, *, host: str | None = None,
+                       method: str = "GET", raw: bytes | None = None) -> Reply:  # fmt: skip
+    """One request to 127.0.0.1:port with ``path`` sent as is; the whole answer."""
+    request = raw or (
+        f"{method} {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n".encode()
+    )
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(request)
+            data = b""
+            while chunk := await stream.receive_some(65536):
+                data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return Reply(int(status_line.split()[1]), headers, body)
+
+
+@attrs.define
+class Browser:
+    """A Chromium page; each wait polls the DOM in a worker thread, so trio runs meanwhile."""
+
+    driver: WebDriver
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        return await trio.to_thread.run_sync(fn)
+
+    async def until(self, condition: Callable[[WebDriver], Any], what: str) -> Any:
+        """The first truthy value of ``condition``, polled until `WAIT` runs out."""
+        wait = WebDriverWait(self.driver, WAIT, poll_frequency=0.1)
+        return await self.run(lambda: wait.until(condition, f"waited {WAIT} s for {what}"))
+
+    async def element(self, css: str, text: str | None = None) -> WebElement:
+        """The first element matching ``css`` (whose text contains ``text``), once shown."""
+
+        def found(driver: WebDriver) -> WebElement | None:
+            for element in driver.find_elements("css selector", css):
+                if element.is_displayed() and (text is None or text in element.text):
+                    return element
+            return None
+
+        return await self.until(found, f"{css!r}" + (f" with {text!r}" if text else ""))
+
+    async def click(self, css: str, text: str | None = None) -> None:
+        element = await self.element(css, text)
+        await self.run(element.click)
+
+    async def type(self, css: str, text: str) -> None:
+        element = await self.element(css)
+        await self.run(lambda: element.send_keys(text))
+
+    async def get(self, url: str) -> None:
+        await self.run(lambda: self.driver.get(url))
+
+    async def script(self, source: str) -> Any:
+        return await self.run(lambda: self.driver.execute_script(source))
+
+    async def screenshot(self, path: str) -> None:
+        await self.run(lambda: self.driver.save_screenshot(path))
+
+
+@contextmanager
+def chromium(width: int = 1280, height: int = 820) -> Iterator[WebDriver]:
+    """Debian's headless Chromium through its chromedriver (as root it needs --no-sandbox)."""
+    binary, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver_path, "the console's tests need Debian's chromium and chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", f"--window-size={width},{height}"):  # fmt: skip
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

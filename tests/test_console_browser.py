@@ -1,0 +1,154 @@
+"""The web console in a real headless Chromium, against a real `callboard serve`
+and the scripted model endpoint: what an operator does with it, click by click.
+
+Every wait is selenium's WebDriverWait on a condition of the page (polled in a
+worker thread, so trio runs meanwhile), bounded by `console_helpers.WAIT`.
+With ``CONSOLE_SCREENSHOTS=DIR`` in the environment the main views are saved
+there as PNG (docs/console/ holds the ones the README shows).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from console_helpers import Browser, chromium, console_url
+from scripted_model import ScriptedModel, text, tool_call
+from selenium.webdriver.remote.webdriver import WebDriver
+from serve_helpers import Serving, connect_to, serving
+
+SHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
+ANSWER = "The note is written: notes/today.txt holds the plan."
+
+# Records every text a streaming bubble showed, so the test can tell that the
+# answer arrived piece by piece before it was committed.
+WATCH_STREAMING = """
+window.__streamed = [];
+new MutationObserver(() => {
+  for (const bubble of document.querySelectorAll('.msg.assistant.streaming .text')) {
+    const seen = window.__streamed, shown = bubble.textContent;
+    if (shown && seen[seen.length - 1] !== shown) seen.push(shown);
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[WebDriver]:
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture
+def browser(driver: WebDriver) -> Iterator[Browser]:
+    yield Browser(driver)
+    driver.execute_script("sessionStorage.clear()")  # the next test starts with no token
+    driver.get("about:blank")
+
+
+async def shoot(browser: Browser, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (a test's own files)
+        await browser.screenshot(str(Path(SHOTS) / f"{name}.png"))
+
+
+@asynccontextmanager
+async def console(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[Serving]:
+    async with serving(
+        tmp_path / "data", "--console-port", "0", "--model-url", model.base_url, "--model", "m",
+        "--kind", "gateway_kinds:Counter", cwd=tmp_path, kind="console_kinds:Fragile",
+    ) as served:  # fmt: skip
+        yield served
+
+
+async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_streamed_answer(
+    tmp_path, browser
+):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [
+        tool_call("write_file", {"path": "notes/today.txt", "content": "plan"}, call_id="call_1"),
+        text(ANSWER, pieces=6),
+    ]
+    with ScriptedModel(script) as model, trio.fail_after(180):
+        async with console(tmp_path, model) as served, connect_to(served) as wire:
+            spec = {"workspace": str(workspace), "approvals": "ask"}
+            await wire.ok("spawn", kind="session", name="s1", spec=spec)
+            await wire.ok("send", to="counter/c1", type="add", body={"n": 2})
+            url, _, token = console_url(served.line)
+            await browser.get(url + f"#token={token}")
+
+            # The token leaves the address bar at once and stays in this tab only.
+            await browser.element('#actors tr[data-actor="session/s1"]')
+            address = await browser.script("return location.href")
+            kept = await browser.script("return sessionStorage.getItem('callboard.token')")
+            await browser.element('#actors tr[data-actor="counter/c1"]')
+            await shoot(browser, "actors")
+            await browser.type("#search", "s1")
+            await browser.until(
+                lambda d: not d.find_elements("css selector", 'tr[data-actor="counter/c1"]'),
+                "the search to hide counter/c1",
+            )
+
+            await browser.click('a[href="#/actor/session/s1"]')
+            await browser.element("#prompt")
+            await browser.script(WATCH_STREAMING)
+            await browser.type("#prompt", "write today's plan into notes/today.txt")
+            await browser.click("#send-prompt")
+
+            waiting = '.tool[data-call-id="call_1"][data-status="awaiting approval"]'
+            await browser.element(waiting)
+            on_disk_before = (workspace / "notes" / "today.txt").exists()
+            await browser.type(f"{waiting} .reason", "fine, it is a note")
+            await browser.click(f"{waiting} button.approve")
+
+            result = await browser.element('.tool[data-call-id="call_1"][data-status="ok"] .result')
+            answer = await browser.element(".msg.assistant:not(.streaming) .text", ANSWER)
+            await browser.element('.marker[data-type="turn.completed"]')
+            await shoot(browser, "session")
+            shown = await browser.run(lambda: (result.text, answer.text))
+            streamed = await browser.script("return window.__streamed")
+            arguments = await browser.run(
+                lambda: (
+                    browser.driver.find_element(
+                        "css selector", '.tool[data-call-id="call_1"] .arguments'
+                    ).text
+                )
+            )
+    assert "#token" not in address and address.endswith("#/actors")
+    assert kept == token
+    assert not on_disk_before
+    assert (workspace / "notes" / "today.txt").read_text() == "plan"
+    assert shown == ("created 'notes/today.txt': 4 bytes", ANSWER)
+    assert '"path": "notes/today.txt"' in arguments
+    # The answer was shown while it streamed, in more than one piece, each a prefix of it.
+    assert len(streamed) >= 2 and all(ANSWER.startswith(piece) for piece in streamed)
+    assert model.requests[1]["messages"][-1]["role"] == "tool"
+
+
+async def test_the_page_opened_without_a_token_asks_for_it_and_a_wrong_one_is_refused(
+    tmp_path, browser
+):
+    with ScriptedModel([]) as model, trio.fail_after(120):
+        async with console(tmp_path, model) as served:
+            url, _, token = console_url(served.line)
+            await browser.get(url)
+            dialog = await browser.element("#token-dialog[open] #token-input")
+            listed_before = await browser.script("return document.querySelectorAll('tr').length")
+            await browser.type("#token-input", "not-the-token")
+            await browser.click("#token-form button[type=submit]")
+            refused = await browser.element("#token-error", "refused that token")
+            refusal = await browser.run(lambda: refused.text)
+            await browser.type("#token-input", token)
+            await browser.click("#token-form button[type=submit]")
+            await browser.element("#actors")
+            await browser.element('#connection[data-state="connected"]')
+            open_after = await browser.script("return document.getElementById('token-dialog').open")
+    assert dialog is not None
+    assert listed_before == 0
+    assert "unauthorized" not in refusal and "The gateway refused that token" in refusal
+    assert open_after is False
