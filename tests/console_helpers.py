@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import trio
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -71,27 +72,38 @@ class Browser:
 
     async def until(self, condition: Callable[[WebDriver], Any], what: str) -> Any:
         """The first truthy value of ``condition``, polled until `WAIT` runs out."""
-        wait = WebDriverWait(self.driver, WAIT, poll_frequency=0.1)
+        # The page redraws what changed: an element found may be replaced before it is read.
+        wait = WebDriverWait(
+            self.driver, WAIT, poll_frequency=0.1,
+            ignored_exceptions=(StaleElementReferenceException,),
+        )  # fmt: skip
         return await self.run(lambda: wait.until(condition, f"waited {WAIT} s for {what}"))
 
     async def element(self, css: str, text: str | None = None) -> WebElement:
         """The first element matching ``css`` (whose text contains ``text``), once shown."""
-
-        def found(driver: WebDriver) -> WebElement | None:
-            for element in driver.find_elements("css selector", css):
-                if element.is_displayed() and (text is None or text in element.text):
-                    return element
-            return None
-
-        return await self.until(found, f"{css!r}" + (f" with {text!r}" if text else ""))
+        return await self.until(lambda d: _shown(d, css, text), _what(css, text))
 
     async def click(self, css: str, text: str | None = None) -> None:
-        element = await self.element(css, text)
-        await self.run(element.click)
+        """Click the element once it is shown (found again if it was redrawn meanwhile)."""
+
+        def clicked(driver: WebDriver) -> bool:
+            element = _shown(driver, css, text)
+            if element is None:
+                return False
+            element.click()
+            return True
+
+        await self.until(clicked, f"{_what(css, text)} to click")
 
     async def type(self, css: str, text: str) -> None:
-        element = await self.element(css)
-        await self.run(lambda: element.send_keys(text))
+        def typed(driver: WebDriver) -> bool:
+            element = _shown(driver, css, None)
+            if element is None:
+                return False
+            element.send_keys(text)
+            return True
+
+        await self.until(typed, f"{css!r} to type into")
 
     async def get(self, url: str) -> None:
         await self.run(lambda: self.driver.get(url))
@@ -101,6 +113,17 @@ class Browser:
 
     async def screenshot(self, path: str) -> None:
         await self.run(lambda: self.driver.save_screenshot(path))
+
+
+def _shown(driver: WebDriver, css: str, text: str | None) -> WebElement | None:
+    for element in driver.find_elements("css selector", css):
+        if element.is_displayed() and (text is None or text in element.text):
+            return element
+    return None
+
+
+def _what(css: str, text: str | None) -> str:
+    return f"{css!r}" + (f" with {text!r}" if text else "")
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 from console_helpers import Browser, chromium, console_url
-from scripted_model import ScriptedModel, text, tool_call
+from scripted_model import ScriptedModel, hold, text, tool_call
 from selenium.webdriver.remote.webdriver import WebDriver
 from serve_helpers import Serving, connect_to, serving
 
@@ -152,3 +152,52 @@ async def test_the_page_opened_without_a_token_asks_for_it_and_a_wrong_one_is_re
     assert listed_before == 0
     assert "unauthorized" not in refusal and "The gateway refused that token" in refusal
     assert open_after is False
+
+
+async def test_queued_prompts_are_reordered_and_removed_and_a_running_turn_is_cancelled(
+    tmp_path, browser
+):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [hold(first_delta="Thinking about the first"), text("third answered"),
+              text("second answered")]  # fmt: skip
+    with ScriptedModel(script) as model, trio.fail_after(180):
+        async with console(tmp_path, model) as served, connect_to(served) as wire:
+            await wire.ok("spawn", kind="session", name="s2", spec={"workspace": str(workspace)})
+            url, _, token = console_url(served.line)
+            await browser.get(url + f"#token={token}")
+            await browser.click('a[href="#/actor/session/s2"]')
+            for prompt in ("first", "second", "third", "fourth"):
+                await browser.type("#prompt", prompt)
+                await browser.click("#send-prompt")
+                await browser.until(
+                    lambda d: (
+                        d.find_element("css selector", "#prompt").get_attribute("value") == ""
+                    ),
+                    f"the prompt box to empty after {prompt!r} was sent",
+                )
+            await browser.element(".msg.assistant.streaming .text", "Thinking about the first")
+            await browser.element("#queue li[data-prompt-id=p4]")
+            await browser.click('#queue li[data-prompt-id="p3"] button[title="earlier"]')
+            await browser.until(lambda d: queue_of(d) == ["third", "second", "fourth"],
+                                "third to move before second")  # fmt: skip
+            await browser.click('#queue li[data-prompt-id="p4"] button.remove')
+            await browser.until(lambda d: queue_of(d) == ["third", "second"], "fourth to go")
+            await browser.click("#cancel-turn")
+            await browser.element('.marker[data-type="turn.cancelled"]')
+            await browser.element(".msg.assistant.cut .text", "Thinking about the first")
+            await browser.element(".msg.assistant:not(.streaming) .text", "second answered")
+            await browser.until(lambda d: queue_of(d) == [], "the queue to empty")
+            prompts = await browser.run(
+                lambda: [
+                    e.text for e in browser.driver.find_elements("css selector", ".msg.user .text")
+                ]
+            )
+    assert prompts == ["first", "third", "second"]
+    asked = [request["messages"][-1]["content"] for request in model.requests]
+    assert asked[0] == "first" and asked[1:] == ["third", "second"]
+    assert len(model.requests) == 3
+
+
+def queue_of(driver: WebDriver) -> list[str]:
+    return [e.text for e in driver.find_elements("css selector", "#queue li .text")]

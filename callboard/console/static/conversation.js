@@ -122,6 +122,12 @@ export class Conversation {
       this.user(frame, "task", data.prompt);
     } else if (type === "message.queued") {
       this.user(frame, `message ${data.message_id}`, data.text);
+    } else if (type.startsWith("turn.") && this.streaming.has(data.turn_id) && type !== "turn.resumed") {
+      // The turn ended while the model was answering: what streamed stays, marked cut.
+      const bubble = this.streaming.get(data.turn_id);
+      this.streaming.delete(data.turn_id);
+      bubble.classList.replace("streaming", "cut");
+      this.apply(frame);
     } else if (type === "turn.completed") {
       this.marker(frame, data.turn_id, "lifecycle");
     } else if (type === "turn.failed") {
