@@ -86,7 +86,7 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
             await browser.element('#actors tr[data-actor="session/s1"]')
             address = await browser.script("return location.href")
             kept = await browser.script("return sessionStorage.getItem('callboard.token')")
-            await browser.element('#actors tr[data-actor="counter/c1"]')
+            await browser.element('#actors tr[data-actor="counter/c1"] td', "counted")
             await shoot(browser, "actors")
             await browser.type("#search", "s1")
             await browser.until(

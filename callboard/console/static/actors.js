@@ -5,6 +5,36 @@
 import { actorLink, append, clear, failure, h, kindOf, unsupported, when } from "./dom.js";
 
 const lastEvents = new Map(); // address -> {type, at}, kept across views
+const LOOKUPS = 100; // actors whose last stored event one list reads at most
+const asked = new Set(); // addresses whose last event was looked up already
+
+// The last stored event of each row not heard from yet: its seq from
+// `inspect` (`head`), the event itself from a replay of that one seq.
+async function lookUpLastEvents(gw, rows, redraw) {
+  const missing = rows.filter((row) => !lastEvents.has(row.actor) && !asked.has(row.actor)).slice(0, LOOKUPS);
+  for (const row of missing) asked.add(row.actor);
+  await Promise.all(missing.map(async (row) => {
+    try {
+      const { head } = await gw.request("inspect", { actor: row.actor });
+      if (!head) return;
+      await new Promise((resolve) => {
+        const sub = gw.subscribe(row.actor, head - 1, (frame) => {
+          if (frame.seq === null) return;
+          if (!lastEvents.has(row.actor)) lastEvents.set(row.actor, { type: frame.type, at: frame.at });
+          sub.close();
+          resolve();
+        }, resolve);
+        setTimeout(() => {
+          sub.close();
+          resolve();
+        }, 10000);
+      });
+    } catch {
+      // an actor gone meanwhile, or out of the token's reach: no last event to show
+    }
+  }));
+  if (missing.length) redraw();
+}
 
 export function actorsView(main, { gw, live }) {
   const kindSelect = h("select", { id: "filter-kind", onchange: () => load() }, h("option", { value: "" }, "every kind"));
@@ -66,6 +96,7 @@ export function actorsView(main, { gw, live }) {
         severalNodes = false; // a server without the nodes op has one node
       }
       if (!stopped) draw();
+      lookUpLastEvents(gw, rows, () => stopped || draw());
     } catch (error) {
       if (!stopped) note.replaceWith((note = failure(error)));
     }
