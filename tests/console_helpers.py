@@ -1,25 +1,46 @@
 """The console's tests: its URL from `callboard serve`'s line, plain HTTP requests
 written byte for byte (so a path reaches the server exactly as given), and a
-real headless Chromium driven by selenium, waited on from trio."""
+real headless Chromium driven by selenium, waited on from trio (the fixtures
+``driver``, one browser per test module, and ``browser``, one page per test).
+
+With ``CONSOLE_SCREENSHOTS=DIR`` in the environment the browser tests save
+the main views there as PNG (docs/console/ holds the ones the README shows)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
+from scripted_model import ScriptedModel
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
+from serve_helpers import Serving, serving
 
-__all__ = ["Browser", "Reply", "chromium", "console_url", "http_request"]
+__all__ = [
+    "ANSWER",
+    "WATCH_STREAMING",
+    "Browser",
+    "Reply",
+    "browser",
+    "chromium",
+    "console",
+    "console_url",
+    "driver",
+    "http_request",
+    "shoot",
+]
 
 CONSOLE = re.compile(r"console at (http://127\.0\.0\.1:(\d+)/)#token=(\S+)$")
 WAIT = 60.0  # seconds a page condition may take on a slow, shared machine
@@ -141,3 +162,47 @@ def chromium(width: int = 1280, height: int = 820) -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+SHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
+ANSWER = "The note is written: notes/today.txt holds the plan."  # the model's, streamed
+
+# Records every text a streaming bubble showed, so the test can tell that the
+# answer arrived piece by piece before it was committed.
+WATCH_STREAMING = """
+window.__streamed = [];
+new MutationObserver(() => {
+  for (const bubble of document.querySelectorAll('.msg.assistant.streaming .text')) {
+    const seen = window.__streamed, shown = bubble.textContent;
+    if (shown && seen[seen.length - 1] !== shown) seen.push(shown);
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[WebDriver]:
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture
+def browser(driver: WebDriver) -> Iterator[Browser]:
+    yield Browser(driver)
+    driver.execute_script("sessionStorage.clear()")  # the next test starts with no token
+    driver.get("about:blank")
+
+
+async def shoot(browser: Browser, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (a test's own files)
+        await browser.screenshot(str(Path(SHOTS) / f"{name}.png"))
+
+
+@asynccontextmanager
+async def console(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[Serving]:
+    async with serving(
+        tmp_path / "data", "--console-port", "0", "--model-url", model.base_url, "--model", "m",
+        "--kind", "gateway_kinds:Counter", cwd=tmp_path, kind="console_kinds:Fragile",
+    ) as served:  # fmt: skip
+        yield served

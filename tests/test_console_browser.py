@@ -9,60 +9,13 @@ there as PNG (docs/console/ holds the ones the README shows).
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-
-import pytest
 import trio
-from console_helpers import Browser, chromium, console_url
+from console_helpers import ANSWER, WATCH_STREAMING, browser, console, console_url, driver, shoot
 from scripted_model import ScriptedModel, hold, text, tool_call
 from selenium.webdriver.remote.webdriver import WebDriver
-from serve_helpers import Serving, connect_to, serving
+from serve_helpers import connect_to
 
-SHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
-ANSWER = "The note is written: notes/today.txt holds the plan."
-
-# Records every text a streaming bubble showed, so the test can tell that the
-# answer arrived piece by piece before it was committed.
-WATCH_STREAMING = """
-window.__streamed = [];
-new MutationObserver(() => {
-  for (const bubble of document.querySelectorAll('.msg.assistant.streaming .text')) {
-    const seen = window.__streamed, shown = bubble.textContent;
-    if (shown && seen[seen.length - 1] !== shown) seen.push(shown);
-  }
-}).observe(document.body, {subtree: true, childList: true, characterData: true});
-"""
-
-
-@pytest.fixture(scope="module")
-def driver() -> Iterator[WebDriver]:
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture
-def browser(driver: WebDriver) -> Iterator[Browser]:
-    yield Browser(driver)
-    driver.execute_script("sessionStorage.clear()")  # the next test starts with no token
-    driver.get("about:blank")
-
-
-async def shoot(browser: Browser, name: str) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (a test's own files)
-        await browser.screenshot(str(Path(SHOTS) / f"{name}.png"))
-
-
-@asynccontextmanager
-async def console(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[Serving]:
-    async with serving(
-        tmp_path / "data", "--console-port", "0", "--model-url", model.base_url, "--model", "m",
-        "--kind", "gateway_kinds:Counter", cwd=tmp_path, kind="console_kinds:Fragile",
-    ) as served:  # fmt: skip
-        yield served
+__all__ = ["browser", "driver"]  # the fixtures, for pytest to find here
 
 
 async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_streamed_answer(

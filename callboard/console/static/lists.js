@@ -114,7 +114,7 @@ export function deadLettersView(main, context) {
         h("div", { className: "head" }, `#${item.id} `, actorLink(item.actor), ` seq ${item.seq} `, h("b", {}, item.type),
           item.attempts !== undefined ? ` after ${item.attempts} attempts` : "", h("span", { className: "at" }, when(item.at)),
           h("button", { type: "button", className: "requeue", onclick: requeue }, "Re-queue")),
-        h("p", { className: "error" }, item.error),
+        h("p", { className: "error" }, item.error_type ? `${item.error_type}: ${item.error}` : item.error),
         h("details", {}, h("summary", {}, "body"), h("pre", {}, pretty(item.body))),
         item.traceback ? h("details", {}, h("summary", {}, "traceback"), h("pre", { className: "traceback" }, item.traceback)) : "");
     },

@@ -24,9 +24,9 @@ export function outputPane(gw, job) {
         const grew = reply.next > next;
         next = reply.next;
         const state = reply.running ? "running" : "exited";
-        note.textContent = `${state}, ${next} bytes${reply.truncated ? " (truncated at the output cap)" : ""}`;
+        note.textContent = `${state}, ${next} bytes${reply.capped ? " (past the output cap, the rest was not kept)" : ""}`;
         pane.dataset.state = state;
-        if (!grew || reply.text.length === 0) {
+        if (!reply.truncated && (!grew || reply.text.length === 0)) {
           if (reply.running) timer = setTimeout(read, POLL_MS);
           return;
         }
