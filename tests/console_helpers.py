@@ -200,9 +200,10 @@ async def shoot(browser: Browser, name: str) -> None:
 
 
 @asynccontextmanager
-async def console(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[Serving]:
+async def console(tmp_path: Path, model: ScriptedModel, *extra: str) -> AsyncIterator[Serving]:
+    """`callboard serve` with its console, the scripted model and the test kinds."""
     async with serving(
         tmp_path / "data", "--console-port", "0", "--model-url", model.base_url, "--model", "m",
-        "--kind", "gateway_kinds:Counter", cwd=tmp_path, kind="console_kinds:Fragile",
+        "--kind", "gateway_kinds:Counter", *extra, cwd=tmp_path, kind="console_kinds:Fragile",
     ) as served:  # fmt: skip
         yield served

@@ -9,6 +9,9 @@ there as PNG (docs/console/ holds the ones the README shows).
 
 from __future__ import annotations
 
+import signal
+import socket
+
 import trio
 from console_helpers import ANSWER, WATCH_STREAMING, browser, console, console_url, driver, shoot
 from scripted_model import ScriptedModel, hold, text, tool_call
@@ -154,3 +157,41 @@ async def test_queued_prompts_are_reordered_and_removed_and_a_running_turn_is_ca
 
 def queue_of(driver: WebDriver) -> list[str]:
     return [e.text for e in driver.find_elements("css selector", "#queue li .text")]
+
+
+async def test_an_actors_page_resumes_by_seq_after_the_server_restarts_and_can_stop_it(
+    tmp_path, browser
+):
+    ports = ("--port", str(free_port()), "--console-port", str(free_port()))
+    with ScriptedModel([]) as model, trio.fail_after(180):
+        async with console(tmp_path, model, *ports) as served:
+            async with connect_to(served) as wire:
+                await wire.ok("send", to="counter/c1", type="add", body={"n": 1})
+                await wire.ok("send", to="counter/c1", type="add", body={"n": 2})
+            url, _, token = console_url(served.line)
+            await browser.get(url + f"#token={token}")
+            await browser.click('a[href="#/actor/counter/c1"]')
+            await browser.element('.marker[data-type="counted"][data-seq="3"]')
+            served.process.send_signal(signal.SIGTERM)
+            await browser.element('#connection[data-state="reconnecting"]')
+            assert await served.process.wait() == 0
+        async with console(tmp_path, model, *ports) as again:
+            await browser.element('#connection[data-state="connected"]')
+            async with connect_to(again) as wire:
+                await wire.ok("send", to="counter/c1", type="add", body={"n": 4})
+            await browser.element('.marker[data-type="counted"]', '"count": 7')
+            seqs = await browser.script(
+                "return [...document.querySelectorAll('.marker')].map(m => m.dataset.seq)"
+            )
+            await browser.click("#stop")
+            await browser.run(lambda: browser.driver.switch_to.alert.accept())
+            await browser.element("#actor-status", "stopped")
+            stop_hidden = await browser.script("return document.getElementById('stop').hidden")
+    assert seqs == [str(seq) for seq in range(1, len(seqs) + 1)]  # no gap, no duplicate
+    assert stop_hidden is True
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
