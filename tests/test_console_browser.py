@@ -65,6 +65,7 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
             result = await browser.element('.tool[data-call-id="call_1"][data-status="ok"] .result')
             answer = await browser.element(".msg.assistant:not(.streaming) .text", ANSWER)
             await browser.element('.marker[data-type="turn.completed"]')
+            await browser.element("#actor-state", '"active": null')  # the turn's end, committed
             await shoot(browser, "session")
             shown = await browser.run(lambda: (result.text, answer.text))
             streamed = await browser.script("return window.__streamed")

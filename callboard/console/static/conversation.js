@@ -107,11 +107,13 @@ export class Conversation {
       this.askApproval(block, data.call_id);
     } else if (type === "approval.answered") {
       const block = this.call(data);
-      block.querySelector(".approval").replaceChildren();
+      const approval = block.querySelector(".approval");
+      approval.replaceChildren();
+      if (data.reason) approval.append(h("span", { className: "quiet" }, `answered: ${data.reason}`));
       this.status(block, data.approved ? "approved" : "denied");
     } else if (type === "tool.finished") {
       const block = this.call(data);
-      block.querySelector(".approval").replaceChildren();
+      for (const button of block.querySelectorAll(".approval input, .approval button")) button.remove();
       this.status(block, data.status);
       const result = block.querySelector(".result");
       result.hidden = false;
