@@ -35,6 +35,7 @@ export class Gateway {
   // Resolves once `welcome` came; rejects with GatewayError if refused.
   connect() {
     if (this.ready) return this.ready;
+    if (this.closed) return Promise.reject(new GatewayError("closed", "this connection was closed"));
     this.ready = new Promise((resolve, reject) => {
       this.onState("connecting");
       const ws = new WebSocket(this.url);
