@@ -14,7 +14,7 @@ below it (tests/test_layers.py walks every import to hold this):
 - ``actors``: the `Actor` base, its `Context`, and how it wants to be supervised.
 - ``supervisor``: one actor's life (restarts, dead letters, passivation), and `supervise`.
 - ``runtime``: `open_runtime`, the `Runtime` facade, the directory of its cells, the hub.
-- ``llm``: OpenAI-compatible chat completions, streamed, for the agent layer.
+- ``llm``: model calls, streamed, for the agent layer: OpenAI-compatible or Anthropic.
 - ``tools``: the agent's tools (files, shell, jobs' executors), confined, and approvals.
 - ``jobs``: the ``job`` kind: background processes that outlive a timeout and the runtime.
 - ``agent``: turns, the ``session`` and ``task`` kinds, `builtin_kinds`, and `Tasks`.
@@ -46,6 +46,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "BadMessage",
         "BadRequest",
         "CallboardError",
+        "ConfigurationError",
         "CrashReason",
         "DataDirectoryIncompatible",
         "DataDirectoryLocked",
@@ -54,6 +55,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Lagged",
         "ModelError",
         "PathEscape",
+        "Permanent",
         "Pruned",
         "RuntimeClosed",
         "SpawnConflict",
@@ -74,6 +76,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Cancelled",
         "DeadlineExceeded",
         "Failed",
+        "MessageOutcome",
+        "PendingApproval",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -116,6 +120,7 @@ if TYPE_CHECKING:
     from .errors import BadMessage as BadMessage
     from .errors import BadRequest as BadRequest
     from .errors import CallboardError as CallboardError
+    from .errors import ConfigurationError as ConfigurationError
     from .errors import CrashReason as CrashReason
     from .errors import DataDirectoryIncompatible as DataDirectoryIncompatible
     from .errors import DataDirectoryLocked as DataDirectoryLocked
@@ -124,6 +129,7 @@ if TYPE_CHECKING:
     from .errors import Lagged as Lagged
     from .errors import ModelError as ModelError
     from .errors import PathEscape as PathEscape
+    from .errors import Permanent as Permanent
     from .errors import Pruned as Pruned
     from .errors import RuntimeClosed as RuntimeClosed
     from .errors import SpawnConflict as SpawnConflict
@@ -151,6 +157,8 @@ if TYPE_CHECKING:
     from .views import Cancelled as Cancelled
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
+    from .views import MessageOutcome as MessageOutcome
+    from .views import PendingApproval as PendingApproval
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
     from .views import Succeeded as Succeeded
@@ -171,6 +179,7 @@ __all__ = [
     "CallboardError",
     "Cancelled",
     "ChildSpec",
+    "ConfigurationError",
     "Context",
     "CrashReason",
     "DataDirectoryIncompatible",
@@ -183,8 +192,11 @@ __all__ = [
     "Forbidden",
     "Lagged",
     "Message",
+    "MessageOutcome",
     "ModelError",
     "PathEscape",
+    "PendingApproval",
+    "Permanent",
     "Pruned",
     "RunSpec",
     "Runtime",

@@ -12,7 +12,9 @@ The tree::
     ├── UnknownActor(CallboardError, LookupError)    no actor at that address
     ├── UnknownKind(CallboardError, LookupError)     no kind of that name
     ├── ActorStopped                                 the actor is stopped or failed
-    ├── StateError                                   a snapshot that does not structure
+    ├── Permanent                                    fails every time: the actor is not restarted
+    │   ├── StateError                               a snapshot that does not structure
+    │   └── ConfigurationError                       a setting or directory the actor cannot use
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
     ├── UnknownOutcome                               an I/O error left the write undecided
     ├── DataDirectoryLocked                          another process owns the data directory
@@ -27,6 +29,8 @@ The tree::
 
 Terminal and retryable are told apart by ``retryable``: ``StoreUnavailable``
 and ``RuntimeClosed`` may succeed later; the rest will not without a change.
+A crash by a `Permanent` error is not restarted: the supervisor fails the
+actor at once with that error (a restart would only meet it again).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ __all__ = [
     "BadMessage",
     "BadRequest",
     "CallboardError",
+    "ConfigurationError",
     "CrashReason",
     "DataDirectoryIncompatible",
     "DataDirectoryLocked",
@@ -50,6 +55,7 @@ __all__ = [
     "Lagged",
     "ModelError",
     "PathEscape",
+    "Permanent",
     "Pruned",
     "RuntimeClosed",
     "SpawnConflict",
@@ -121,8 +127,25 @@ class ActorStopped(CallboardError):
     code = "bad_request"
 
 
-class StateError(CallboardError):
+class Permanent(CallboardError):
+    """An error that will come back however often the actor is restarted (a
+    spec or a setting it cannot work with, a missing directory, a snapshot
+    that does not structure). An actor that raises one (from ``on_start``, a
+    handler or an activity) is not restarted with backoff: its supervisor
+    records ``actor.failed`` with this error at once. Raise it, or a subclass,
+    from your own kinds for the same treatment; the message should say what
+    to change.
+    """
+
+
+class StateError(Permanent):
     """A stored snapshot does not structure into the actor's state type."""
+
+
+class ConfigurationError(Permanent):
+    """A setting or a directory the actor needs is unusable (a relative path
+    where an absolute one is needed, a directory that does not exist); the
+    message names the setting and what to change."""
 
 
 class StoreUnavailable(CallboardError):

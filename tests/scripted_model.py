@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible model server on loopback, for the whole test suite.
+"""A scripted model server on loopback, for the whole test suite: OpenAI-compatible,
+or the Anthropic Messages API with ``wire="anthropic"`` (``scripted_messages``).
 
 Why a real server and not a mock of httpx: the tests exercise the real path
 (sockets, chunked bodies, disconnects), and the runtime under test often runs
@@ -31,10 +32,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import attrs
 import trio
+from scripted_messages import chat_request, error_body
 from scripted_replies import (
     DEFAULT_USAGE,
     Drop,
@@ -87,6 +89,7 @@ class _Exchange:
         self.handler = handler
         self.number = number
         self.body = body
+        self.wire = handler.server.model.wire
 
     def send_whole(
         self, code: int, body: bytes, content_type: str, headers: Iterable[tuple[str, str]]
@@ -159,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         model = self.server.model
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path != f"{model.path_prefix}/chat/completions":
+        if self.path != model.path:
             self._not_found()
             return
         try:
@@ -178,8 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._not_found()
 
     def _not_found(self) -> None:
-        prefix = self.server.model.path_prefix
-        message = f"the scripted model serves only POST {prefix}/chat/completions".encode()
+        message = f"the scripted model serves only POST {self.server.model.path}".encode()
         _Exchange(self, 0, {}).send_whole(404, message, "text/plain", ())
 
 
@@ -203,6 +205,7 @@ class ScriptedModel:
 
     script: list[ScriptItem] = attrs.field(converter=list, factory=list)
     path_prefix: str = "/v1"
+    wire: Literal["openai", "anthropic"] = "openai"
     _cond: threading.Condition = attrs.field(factory=threading.Condition, init=False)
     _requests: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     _headers: list[dict[str, str]] = attrs.field(factory=list, init=False)
@@ -232,19 +235,44 @@ class ScriptedModel:
             raise RuntimeError(f"the scripted model failed while answering: {self._errors[0]!r}")
 
     @property
+    def path(self) -> str:
+        """The one path served: ``/v1/chat/completions``, or ``/v1/messages`` (anthropic)."""
+        if self.wire == "anthropic":
+            return f"{self.path_prefix}/messages"
+        return f"{self.path_prefix}/chat/completions"
+
+    @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``: what a client puts before ``/chat/completions``.
+        """What a client of the wire puts before the endpoint: ``http://127.0.0.1:PORT/v1``
+        (before ``/chat/completions``), or ``http://127.0.0.1:PORT`` for anthropic (before
+        ``/v1/messages``, as ``https://api.anthropic.com`` is).
 
         Still readable after the server stopped, for assertions.
         """
         assert self._port is not None, "use ScriptedModel as a context manager"
-        return f"http://127.0.0.1:{self._port}{self.path_prefix}"
+        prefix = self.path_prefix
+        if self.wire == "anthropic":
+            prefix = prefix.removesuffix("/v1")
+        return f"http://127.0.0.1:{self._port}{prefix}"
+
+    @property
+    def provider_fields(self) -> dict[str, str]:
+        """What a spec adds to use this wire: ``{}``, or ``{"provider": "anthropic"}``."""
+        return {"provider": self.wire} if self.wire != "openai" else {}
 
     @property
     def requests(self) -> list[dict[str, Any]]:
         """Every request body so far, parsed, in arrival order (a copy)."""
         with self._cond:
             return list(self._requests)
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Every request as an OpenAI chat request (``requests`` itself on the openai
+        wire; on anthropic, read back by ``scripted_messages.chat_request``)."""
+        if self.wire == "anthropic":
+            return [chat_request(body) for body in self.requests]
+        return self.requests
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
@@ -329,7 +357,10 @@ class ScriptedModel:
                 f"the scripted model ran out of replies: this is request {number} "
                 f"and the script has {len(self.script)}"
             )
-            return number, status(500, {"error": {"message": message, "type": "server_error"}})
+            said = {"error": {"message": message, "type": "server_error"}}
+            if self.wire == "anthropic":
+                said = error_body(500, message)
+            return number, status(500, said)
         return number, item if not callable(item) else item(body)
 
     def _note_disconnect(self) -> None:

@@ -3,7 +3,8 @@
 Split from ``scripted_model`` (the server: threads, sockets, waiting) so each
 reads alone; import everything from ``scripted_model``, which re-exports these.
 
-Replies stream exactly like OpenAI's server: a role chunk, content deltas,
+Replies stream exactly like OpenAI's server (or, on a model serving the
+``anthropic`` wire, like Anthropic's: ``scripted_messages``): a role chunk, content deltas,
 tool-call deltas (a header per call, then ``arguments`` in pieces,
 interleaved across calls by index), a finish chunk, a ``usage`` chunk with
 empty ``choices`` when the request asked ``stream_options.include_usage``,
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import attrs
+from scripted_messages import MessagesWriter, error_body
 
 
 class Exchange(Protocol):
@@ -26,6 +28,7 @@ class Exchange(Protocol):
 
     number: int  # 1 for the first request the server saw
     body: dict[str, Any]  # the request, parsed
+    wire: str  # "openai" or "anthropic": the format the answer is written in
 
     def send_whole(
         self, code: int, body: bytes, content_type: str, headers: Iterable[tuple[str, str]]
@@ -60,6 +63,12 @@ class Text:
     crlf: bool = False
 
     def serve(self, exchange: Exchange) -> None:
+        if exchange.wire == "anthropic":
+            writer = MessagesWriter(exchange, self.crlf, self.comment, self.usage)
+            for piece in _pieces(self.content, self.pieces):
+                writer.text(piece)
+            writer.finish(self.finish_reason)
+            return
         stream = _EventStream(exchange, self.crlf, self.comment)
         stream.delta({"role": "assistant", "content": ""})
         for piece in _pieces(self.content, self.pieces):
@@ -91,6 +100,15 @@ class ToolCalls:
     crlf: bool = False
 
     def serve(self, exchange: Exchange) -> None:
+        if exchange.wire == "anthropic":
+            writer = MessagesWriter(exchange, self.crlf, self.comment, self.usage)
+            for piece in _pieces(self.content, 3):
+                writer.text(piece)
+            for index, call in enumerate(self.calls):
+                call_id = call.call_id or f"call_{exchange.number}_{index}"
+                writer.tool_call(call_id, call.name, _pieces(call.arguments, 3))
+            writer.finish("tool_calls")
+            return
         stream = _EventStream(exchange, self.crlf, self.comment)
         stream.delta({"role": "assistant", "content": None})
         for piece in _pieces(self.content, 3):
@@ -121,7 +139,9 @@ class Hold:
     crlf: bool = False
 
     def serve(self, exchange: Exchange) -> None:
-        if self.first_delta is not None:
+        if self.first_delta is not None and exchange.wire == "anthropic":
+            MessagesWriter(exchange, self.crlf, None, None).text(self.first_delta)
+        elif self.first_delta is not None:
             stream = _EventStream(exchange, self.crlf, None)
             stream.delta({"role": "assistant", "content": ""})
             stream.delta({"content": self.first_delta})
@@ -130,15 +150,26 @@ class Hold:
 
 @attrs.frozen
 class Status:
-    """A plain (non-streamed) HTTP answer, e.g. 429 with ``Retry-After``, 500, 401."""
+    """A plain (non-streamed) HTTP answer, e.g. 429 with ``Retry-After``, 500, 401.
+
+    ``body=None`` is the wire's own error JSON naming the code (OpenAI's
+    ``{"error": {...}}``, or Anthropic's typed error).
+    """
 
     code: int
-    body: bytes
+    body: bytes | None
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
 
     def serve(self, exchange: Exchange) -> None:
-        exchange.send_whole(self.code, self.body, self.content_type, self.headers)
+        body = self.body
+        if body is None:
+            said = f"scripted HTTP {self.code}"
+            error = {"error": {"message": said, "type": "scripted", "code": None}}
+            if exchange.wire == "anthropic":
+                error = error_body(self.code, said)
+            body = json.dumps(error).encode()
+        exchange.send_whole(self.code, body, self.content_type, self.headers)
 
 
 @attrs.frozen
@@ -207,10 +238,10 @@ def status(
     body: bytes | str | Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Status:
-    """An HTTP error answer; the default body is OpenAI-shaped JSON naming the code."""
+    """An HTTP error answer; the default body is the wire's error JSON naming the code."""
     pairs = tuple((headers or {}).items())
     if body is None:
-        body = {"error": {"message": f"scripted HTTP {code}", "type": "scripted", "code": None}}
+        return Status(code, None, "application/json", pairs)
     if isinstance(body, Mapping):
         return Status(code, json.dumps(body).encode(), "application/json", pairs)
     data = body.encode() if isinstance(body, str) else body

@@ -29,11 +29,13 @@ ADDRESS = f"session/{NAME}"
 
 
 def spec(model: ScriptedModel, workspace: Path, **overrides: Any) -> dict[str, Any]:
+    """A session's spec for ``model``, with its provider when it is not openai's."""
     return {
         "workspace": str(workspace),
         "base_url": model.base_url,
         "model": "test-model",
         "approvals": "always",
+        **model.provider_fields,
         **overrides,
     }
 

@@ -15,7 +15,7 @@ import attrs
 from scripted_model import ScriptedModel
 
 from callboard.errors import ModelError
-from callboard.llm import AssistantReply, ChatClient, StreamDelta
+from callboard.llm import AssistantReply, ChatClient, Provider, StreamDelta
 from callboard.llm._client import _Stream
 from callboard.llm._failures import Call, Retry
 
@@ -58,10 +58,12 @@ def fast_client(**options: Any) -> ChatClient:
 
 
 async def play(model: ScriptedModel, seen: Seen, **options: Any) -> AssistantReply | ModelError:
-    """One call through the real client; its reply, or the error it raised.
+    """One call through the real client, of the model's wire; its reply, or the error
+    it raised.
 
     ``options`` go to the ``ChatClient``; ``on_retry`` goes to the call.
     """
+    options.setdefault("provider", model.wire)
     on_retry = options.pop("on_retry", None)
     async with fast_client(**options) as client:
         try:
@@ -77,8 +79,10 @@ async def play(model: ScriptedModel, seen: Seen, **options: Any) -> AssistantRep
             return error
 
 
-def handle(parts: list[bytes]) -> tuple[AssistantReply | ModelError, Seen]:
-    """Feed the parts to the client's body handler, as its HTTP loop does.
+def handle(
+    parts: list[bytes], provider: Provider = "openai"
+) -> tuple[AssistantReply | ModelError, Seen]:
+    """Feed the parts to the client's body handler for ``provider``, as its HTTP loop does.
 
     An error the client would retry comes back as the error it retries on.
     """
@@ -91,6 +95,7 @@ def handle(parts: list[bytes]) -> tuple[AssistantReply | ModelError, Seen]:
         headers={},
         key=KEY,
         key_source="the api_key argument",
+        provider=provider,
     )
     stream = _Stream(call, seen.deltas.append, seen.pieces.append)
     try:

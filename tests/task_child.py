@@ -1,6 +1,6 @@
 """The first life of a task, in a child process that the tests SIGKILL.
 
-Usage: ``task_child.py SETUP_JSON`` with ``data``, ``workspace``, ``model_url``,
+Usage: ``task_child.py SETUP_JSON`` with ``data``, ``workspace``, ``model_url``, ``provider``,
 ``prompt`` and optionally ``message``. Opens a runtime on ``data``, spawns
 the task (and sends the message, waiting until the task has queued it),
 prints ``SPAWNED <handle> <message id>`` (flushed), then waits for the task
@@ -31,6 +31,7 @@ async def main(setup_json: str) -> None:
             model="test-model",
             deadline=timedelta(minutes=2),
             approve="always",
+            provider=setup.get("provider"),
         )
         handle = await tasks.spawn(spec)
         message_id = ""

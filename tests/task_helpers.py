@@ -43,6 +43,7 @@ def spec(model: ScriptedModel, **overrides: Any) -> RunSpec:
         "model": "test-model",
         "deadline": timedelta(minutes=2),
         "approve": "always",
+        **model.provider_fields,
         **overrides,
     }
     return RunSpec(PROMPT, **options)
@@ -85,7 +86,7 @@ async def first_life(
     """Run the first life until it has spawned its task; SIGKILL it when the block ends."""
     setup = {
         "data": str(data), "workspace": str(workspace), "model_url": model.base_url,
-        "prompt": PROMPT, "message": message,
+        "prompt": PROMPT, "message": message, "provider": model.provider_fields.get("provider"),
     }  # fmt: skip
     process = await trio.lowlevel.open_process(
         [sys.executable, str(CHILD), json.dumps(setup)], stdout=subprocess.PIPE

@@ -127,7 +127,7 @@ def test_an_answer_names_its_call_or_takes_the_only_one_waiting_and_says_why_it_
     with pytest.raises(ValueError) as twice:
         answer_approval(turn, "call_1", True)
     assert str(not_bool.value) == "'approved' must be true or false, got 'yes'"
-    assert str(unknown.value) == "no tool call 'call_9' is waiting for approval"
+    assert str(unknown.value) == "no tool call 'call_9' is waiting for approval; waiting: 'call_1'"
     assert str(no_turn.value) == "no tool call 'call_1' is waiting for approval"
     assert answered == "call_1"
     assert turn.call("call_1").approval == "denied"
@@ -141,6 +141,40 @@ def test_a_denied_call_is_refused():
     assert record_approval(turn, "call_1", False)
     step = next_step(turn, lambda name: "ask")
     assert isinstance(step, Refuse) and step.reason.startswith("denied")
+
+
+def test_an_answer_without_a_call_id_says_none_waits_or_names_the_several_that_do():
+    turn, _ = begin_turn("turn-1", "x")
+    record_reply(turn, "", [WRITE, READ])
+    with pytest.raises(ValueError) as none_yet:
+        answer_approval(turn, None, True)
+    with pytest.raises(ValueError) as no_turn:
+        answer_approval(None, None, True)
+    record_approval_asked(turn, "call_1")
+    record_approval_asked(turn, "call_2")
+    with pytest.raises(ValueError) as several:
+        answer_approval(turn, None, True)
+    assert str(none_yet.value) == "no tool call is waiting for approval"
+    assert str(no_turn.value) == "no tool call is waiting for approval"
+    assert str(several.value) == (
+        "2 tool calls are waiting for approval ('call_1', 'call_2'): name one with 'call_id'"
+    )
+    assert [c.approval for c in turn.calls] == ["asked", "asked"]
+
+
+def test_a_denial_with_a_reason_tells_the_model_the_reason_and_survives_a_restart():
+    turn, _ = begin_turn("turn-1", "x")
+    record_reply(turn, "", [WRITE])
+    record_approval_asked(turn, "call_1", at=1_800_000_000.5)
+    assert answer_approval(turn, "call_1", False, "not on main, use a branch") == "call_1"
+    turn = restored(turn)
+    step = next_step(turn, lambda name: "ask")
+    assert step == Refuse(
+        turn.call("call_1"),
+        "denied: the user did not approve this write_file call. "
+        "Their reason: not on main, use a branch",
+    )
+    assert turn.call("call_1").asked_at == 1_800_000_000.5
 
 
 def test_an_answer_for_an_unknown_call_changes_nothing():

@@ -32,7 +32,7 @@ from callboard.gateway._frames import (
     Unsubscribe,
     parse_frame,
 )
-from callboard.gateway._requests import OPS
+from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Requeue
 
 MAX_FRAME = 1 << 20
 
@@ -41,6 +41,7 @@ REQUESTS = [
     Hello("h2"),
     Send("s1", "session/s1", "prompt", {"text": "hi", "n": [1, 2.5, None]}, "key-1"),
     Send("s2", "counter/a", "add"),
+    Send("s3", "session/s1", "approve", {"approved": False, "reason": "no"}, None, True),
     Spawn("p1", "task", "t1", {"prompt": "go"}),
     Spawn("p2", "keeper"),
     Subscribe("b1", "session/s1", 0),
@@ -52,6 +53,12 @@ REQUESTS = [
     Inspect("i1", "job/ab12"),
     Stop("t1", "job/ab12"),
     Ping("9"),
+    Approvals("a1", "session/s1"),
+    Approvals("a2"),
+    DeadLetters("d1", "session/s1"),
+    DeadLetters("d2"),
+    Requeue("r1", 7),
+    Delete("x1", "session/old"),
 ]
 
 
@@ -97,8 +104,8 @@ def test_an_unknown_op_is_refused_naming_the_ops_there_are_before_any_field():
     result = parse({"op": "launch", "id": "7", "to": 5})
     assert result == FrameError(
         "bad_request",
-        "field 'op' has unknown op \"launch\" (a string); known: hello, inspect, list, ping, "
-        "send, spawn, stop, subscribe, unsubscribe",
+        "field 'op' has unknown op \"launch\" (a string); known: approvals, dead_letters, "
+        "delete, hello, inspect, list, ping, requeue, send, spawn, stop, subscribe, unsubscribe",
         "7",
         "launch",
     )
@@ -169,6 +176,20 @@ BAD_FIELDS = [
      "field 'limit' must be an integer >= 1 (actors in one reply), got 0 (a number)"),
     ({"op": "list", "id": "1", "limit": "10"},
      "field 'limit' must be an integer >= 1 (actors in one reply), got \"10\" (a string)"),
+    # the operator's ops, and send's wait
+    ({"op": "send", "id": "1", "to": "counter/a", "type": "add", "wait": "yes"},
+     "field 'wait' must be true or false, got \"yes\" (a string)"),
+    ({"op": "approvals", "id": "1", "actor": "session"},
+     "field 'actor' must be an address KIND/NAME (e.g. 'session/s1'), got \"session\" (a string)"),
+    ({"op": "dead_letters", "id": "1", "actor": 5},
+     "field 'actor' must be a non-empty string, got 5 (a number)"),
+    ({"op": "requeue", "id": "1"},
+     "field 'dead_letter' is missing: it must be an integer >= 1 (a dead letter's id)"),
+    ({"op": "requeue", "id": "1", "dead_letter": 0},
+     "field 'dead_letter' must be an integer >= 1 (a dead letter's id), got 0 (a number)"),
+    ({"op": "requeue", "id": "1", "dead_letter": "7"},
+     "field 'dead_letter' must be an integer >= 1 (a dead letter's id), got \"7\" (a string)"),
+    ({"op": "delete", "id": "1"}, "field 'actor' is missing: it must be a string"),
     # hello
     ({"op": "hello", "id": "1", "protocol": "1"},
      "field 'protocol' must be an integer, got \"1\" (a string)"),

@@ -270,11 +270,28 @@ async def test_a_404_is_terminal_and_names_the_url_and_the_model():
         async with fast_client() as client:
             error = await ask_and_fail(client, model)
     assert str(error) == (
-        f"the model server at {model.base_url} has no {model.base_url}/chat/completions or no "
-        "model 'test-model' (HTTP 404): check base_url and the model name. "
-        "The server said: no such model"
+        f"the model server at {model.base_url} answered HTTP 404 to POST "
+        f"{model.base_url}/chat/completions: there is no such endpoint there, or no model "
+        "'test-model'; check the model name, and base_url: it is the URL that "
+        "/chat/completions is added to. The server said: no such model"
     )
     assert (error.retryable, len(model.requests)) == (False, 1)
+
+
+async def test_a_404_from_a_base_url_without_v1_says_the_url_called_and_where_v1_goes():
+    with trio.fail_after(10), ScriptedModel([], path_prefix="/v1") as model:
+        root = model.base_url.removesuffix("/v1")
+        async with fast_client() as client:
+            with pytest.raises(ModelError) as raised:
+                await client.stream_chat(base_url=root, model="test-model", messages=MESSAGES)
+    assert str(raised.value) == (
+        f"the model server at {root} answered HTTP 404 to POST {root}/chat/completions: "
+        "there is no such endpoint there, or no model 'test-model'; check the model name, "
+        "and base_url: an OpenAI-compatible base_url usually ends in /v1, such as "
+        f"http://127.0.0.1:8000/v1, and {root} does not. The server said: the scripted "
+        "model serves only POST /v1/chat/completions"
+    )
+    assert (raised.value.retryable, raised.value.status, len(model.requests)) == (False, 404, 0)
 
 
 async def test_a_stream_whose_data_is_not_json_raises_a_terminal_error_quoting_it():

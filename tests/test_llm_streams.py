@@ -7,7 +7,9 @@ whole and one byte per HTTP chunk, and through the client's body handler
 cut at every byte (or, for long streams, at every awkward place: inside a
 multi-byte character, inside a ``data:`` prefix, between a CR and its LF),
 in LF and CRLF forms. Each must come out as the reply, or the error, in
-``EXPECTED``.
+``EXPECTED``. A stream named ``anthropic-*`` is the Anthropic Messages API's
+and is played through the client of that provider (``provider_of``); the
+others are OpenAI-compatible.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from callboard.llm import (
     AssistantReply,
     ContextOverflow,
     EventStreamDecoder,
+    Provider,
     ServerSentEvent,
     StreamDelta,
     ToolCall,
@@ -171,7 +174,57 @@ EXPECTED: dict[str, AssistantReply | Fails] = {
     ),
     "litellm-rate-limit": Fails(ModelError, True, "Rate limit reached for gpt-4o (code 429)"),
     "litellm-context-window": Fails(ContextOverflow, False, "ContextWindowExceededError", 128000),
+    # The Anthropic Messages API, read into the same reply (callboard.llm._messages_stream).
+    "anthropic-text": AssistantReply(
+        "Héllo, wörld 🌍",
+        finish_reason="stop",
+        usage=usage(
+            2112, 9, prompt_tokens_details={"cached_tokens": 2000, "cache_creation_tokens": 100}
+        ),
+    ),
+    "anthropic-tool-use": AssistantReply(
+        "Let me read it.",
+        (ToolCall("toolu_01A", "read_file", '{"path": "a.txt"}'),),
+        "tool_calls",
+        usage(50, 30, prompt_tokens_details={"cached_tokens": 0, "cache_creation_tokens": 0}),
+    ),
+    "anthropic-parallel-tools": AssistantReply(
+        "",
+        (ToolCall("toolu_01", "read_file", '{"path":"a"}'), ToolCall("toolu_02", "job_list", "{}")),
+        "tool_calls",
+        usage(80, 40, prompt_tokens_details={"cached_tokens": 0, "cache_creation_tokens": 0}),
+    ),
+    "anthropic-thinking": AssistantReply(
+        "4",
+        finish_reason="stop",
+        usage=usage(20, 15, prompt_tokens_details={"cached_tokens": 0, "cache_creation_tokens": 0}),
+        reasoning="2 and 2 make 4.",
+    ),
+    "anthropic-later-version": AssistantReply(
+        "Yes.",
+        finish_reason="stop",
+        usage=usage(5, 3, prompt_tokens_details={"cached_tokens": 0, "cache_creation_tokens": 0}),
+    ),
+    "anthropic-max-tokens": AssistantReply(
+        "Once upon a",
+        finish_reason="length",
+        usage=usage(7, 4, prompt_tokens_details={"cached_tokens": 0, "cache_creation_tokens": 0}),
+    ),
+    "anthropic-overloaded": Fails(ModelError, True, "Overloaded"),
+    "anthropic-error-after-text": Fails(ModelError, True, "Internal server error"),
+    "anthropic-prompt-too-long": Fails(
+        ContextOverflow, False, "prompt is too long: 208310 tokens > 200000 maximum", 200000
+    ),
+    "anthropic-authentication-error": Fails(ModelError, False, "invalid x-api-key"),
+    "anthropic-ended-early": Fails(
+        ModelError, True, "the stream ended early, before message_stop and before a stop_reason"
+    ),
 }
+
+
+def provider_of(name: str) -> Provider:
+    """The wire a stream of the corpus is in, by the prefix of its name."""
+    return "anthropic" if name.startswith("anthropic-") else "openai"
 
 
 def body(name: str, crlf: bool = False) -> bytes:
@@ -206,7 +259,8 @@ async def test_a_stream_played_over_loopback_gives_its_expected_outcome(name, on
     data = body(name)
     parts = tuple(data[i : i + 1] for i in range(len(data))) if one_byte_per_chunk else (data,)
     seen = Seen()
-    with trio.fail_after(20), ScriptedModel([Pieces(parts), text("never asked")]) as model:
+    script = [Pieces(parts), text("never asked")]
+    with trio.fail_after(20), ScriptedModel(script, wire=provider_of(name)) as model:
         # One attempt: the outcome is this stream's, not a retry's (test_llm_failures).
         outcome = await play(model, seen, max_attempts=1)
     check(outcome, seen, EXPECTED[name])
@@ -222,7 +276,7 @@ def awkward_cuts(data: bytes) -> list[int]:
     for i, byte in enumerate(data):
         if byte >= 0xC0:  # the lead byte of a multi-byte UTF-8 character
             cuts.update(range(i + 1, i + 4))
-        if data.startswith(b"data:", i) or data.startswith(b"error:", i):
+        if any(data.startswith(field, i) for field in (b"data:", b"error:", b"event:")):
             cuts.update(range(i + 1, i + 7))
         if data.startswith(b"\r\n", i) or data.startswith(b"\n\n", i):
             cuts.update((i, i + 1, i + 2))
@@ -235,10 +289,11 @@ def test_a_stream_cut_anywhere_awkward_gives_the_same_outcome(name, crlf):
     data = body(name, crlf)
     cuts = awkward_cuts(data)
     assert cuts, "no place to cut"
+    provider = provider_of(name)
     for cut in cuts:
-        outcome, seen = handle([data[:cut], data[cut:]])
+        outcome, seen = handle([data[:cut], data[cut:]], provider)
         check(outcome, seen, EXPECTED[name])
-    outcome, seen = handle([data[i : i + 1] for i in range(len(data))])
+    outcome, seen = handle([data[i : i + 1] for i in range(len(data))], provider)
     check(outcome, seen, EXPECTED[name])
 
 

@@ -109,13 +109,19 @@ async def test_help_lists_every_command_and_explains_one_and_history_is_kept(tmp
             async with terminal(server.url, history) as term:
                 await term.send("help\r")
                 for usage in [
-                    "send [--key K] [--json] ADDRESS TYPE [JSON]",
+                    "send [--key K] [--wait] [--json] ADDRESS TYPE [JSON]",
                     "spawn [--name N] [--json] KIND [JSON]",
                     "ls [--kind K] [--status S] [--json]",
                     "inspect [--json] ADDRESS",
                     "stop [--json] ADDRESS",
                     "tail [--after N] [--json] ADDRESS",
                     "ping [--json]",
+                    "approvals [--json] [ADDRESS]",
+                    "approve [--reason TEXT] [--json] ADDRESS [CALL_ID]",
+                    "deny [--reason TEXT] [--json] ADDRESS [CALL_ID]",
+                    "dead-letters [--json] [ADDRESS]",
+                    "requeue [--json] ID",
+                    "delete [--json] ADDRESS",
                     "untail [ADDRESS]",
                     "help [COMMAND]",
                     "quit",

@@ -1,7 +1,8 @@
 """A session behind a real `callboard serve` process that is SIGKILLed mid tool round
 (the model is answering the tool's result), then started again on the same data
 directory and port: the turn goes on where its last commit left it, and a
-client's subscription, which reconnects by itself, sees the rest of it."""
+client's subscription, which reconnects by itself, sees the rest of it; over
+both model wires (``serve --provider``)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
+import pytest
 import trio
 from credentials import TEST_TOKEN
 from scripted_model import ScriptedModel, hold, text, tool_call
 from serve_helpers import read_line
 from session_helpers import occurrences
+from wires import WIRES
 
 import callboard
 from callboard.client import Backoff, connect
@@ -29,6 +32,8 @@ FAST = Backoff(first=0.01, cap=0.1)
 PROMPT = "log one run in log.txt"
 # A second run of this edit would leave "ran" twice in the file.
 EDIT = tool_call("edit_file", {"path": "log.txt", "old": "end", "new": "ran\nend"})
+
+pytestmark = pytest.mark.parametrize("wire", WIRES)
 
 
 @attrs.frozen
@@ -46,7 +51,7 @@ async def serving(data: Path, port: int, model: ScriptedModel) -> AsyncIterator[
     """
     command = [sys.executable, "-m", "callboard", "serve", "--data", str(data),
                "--port", str(port), "--model-url", model.base_url, "--model", "m",
-               "--workspace-root", str(data.parent)]  # fmt: skip
+               "--provider", model.wire, "--workspace-root", str(data.parent)]  # fmt: skip
     # The token the client finds in the environment (conftest) is the server's too.
     env = {**os.environ, "CALLBOARD_TOKEN": TEST_TOKEN}
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, env=env)
@@ -67,7 +72,7 @@ async def serving(data: Path, port: int, model: ScriptedModel) -> AsyncIterator[
 
 
 async def test_sigkill_of_serve_mid_tool_round_continues_the_turn_for_a_reconnecting_subscriber(
-    tmp_path,
+    tmp_path, wire
 ):
     data = tmp_path / "data"
     workspace = tmp_path / "ws"
@@ -84,7 +89,7 @@ async def test_sigkill_of_serve_mid_tool_round_continues_the_turn_for_a_reconnec
                 return
 
     script = [EDIT, hold(), text("logged")]
-    with ScriptedModel(script) as model, trio.fail_after(40):
+    with ScriptedModel(script, wire=wire) as model, trio.fail_after(40):
         async with serving(data, 0, model) as first:
             async with connect(first.url, reconnect=FAST) as client:
                 spawned = await client.spawn(
@@ -124,7 +129,7 @@ async def test_sigkill_of_serve_mid_tool_round_continues_the_turn_for_a_reconnec
     assert resumes == 1
     assert (workspace / "log.txt").read_text() == "ran\nend\n"
     assert len(model.requests) == 3
-    last = model.requests[2]
+    last = model.chat_requests[2]
     assert occurrences(last, PROMPT) == 1
     assert [m["role"] for m in last["messages"]] == ["system", "user", "assistant", "tool"]
-    assert last["messages"][-1]["content"] == model.requests[1]["messages"][-1]["content"]
+    assert last["messages"][-1]["content"] == model.chat_requests[1]["messages"][-1]["content"]

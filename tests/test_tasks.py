@@ -4,7 +4,8 @@ Each scenario of the durable tasks issue is its own test. Crash tests run the
 first life in a real child process (``task_child.py``) that is SIGKILLed while
 its model request is held, then a second runtime on the same data directory
 settles the task. Counts are exact: model requests, how often the prompt and
-the message are in them, what the file the tool wrote holds on disk.
+the message are in them, what the file the tool wrote holds on disk. The
+turn-journal tests (the first three) run over both model wires (``wires``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from scripted_model import ScriptedModel, hold, text, tool_call
 from session_helpers import pid_from, slow_command
 from shell_helpers import marked_processes, no_leaked_job_processes  # noqa: F401
 from task_helpers import KINDS, MESSAGE, PROMPT, events_of, first_life, kinds_in, occurrences, spec
+from wires import WIRES
 
 import callboard
 from callboard.agent import (
@@ -47,11 +49,12 @@ def settled(outcome: WaitOutcome) -> Any:
     return outcome.record
 
 
+@pytest.mark.parametrize("wire", WIRES)
 async def test_a_task_killed_mid_tool_round_is_continued_not_settled_on_the_cut_off_turn(
-    data, workspace
+    data, workspace, wire
 ):
     script = [write("once"), hold(first_delta="the note is wri"), text("the note is written")]
-    with ScriptedModel(script) as model, trio.fail_after(30):
+    with ScriptedModel(script, wire=wire) as model, trio.fail_after(30):
         async with first_life(data, workspace, model) as life:
             await model.wait_for_requests(2)
         async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
@@ -64,15 +67,16 @@ async def test_a_task_killed_mid_tool_round_is_continued_not_settled_on_the_cut_
     assert record.terminal == Succeeded("the note is written")
     assert record.result == "the note is written"
     assert len(model.requests) == 3
-    assert occurrences(model.requests[2], PROMPT) == 1
-    assert model.requests[2]["messages"][-1]["content"] == "created 'note.txt': 4 bytes"
-    assert "the note is wri" not in str(model.requests[2]["messages"])
+    assert occurrences(model.chat_requests[2], PROMPT) == 1
+    assert model.chat_requests[2]["messages"][-1]["content"] == "created 'note.txt': 4 bytes"
+    assert "the note is wri" not in str(model.chat_requests[2]["messages"])
     assert types.count("tool.started") == 1
     assert (workspace / "note.txt").read_text() == "once"
 
 
+@pytest.mark.parametrize("wire", WIRES)
 async def test_a_message_cut_off_mid_tool_round_gets_its_reply_from_the_continued_turn(
-    data, workspace
+    data, workspace, wire
 ):
     released = threading.Event()
 
@@ -81,7 +85,7 @@ async def test_a_message_cut_off_mid_tool_round_gets_its_reply_from_the_continue
         return text("ready")
 
     script = [ready, write("from the message"), hold(), text("done with the message")]
-    with ScriptedModel(script) as model, trio.fail_after(30):
+    with ScriptedModel(script, wire=wire) as model, trio.fail_after(30):
         async with first_life(data, workspace, model, message=MESSAGE) as life:
             released.set()
             await model.wait_for_requests(3)
@@ -94,14 +98,15 @@ async def test_a_message_cut_off_mid_tool_round_gets_its_reply_from_the_continue
     assert (reply.message_id, reply.result) == (life.message_id, "done with the message")
     assert record.terminal == Succeeded("done with the message")
     assert len(model.requests) == 4
-    assert occurrences(model.requests[3], MESSAGE) == 1
-    assert occurrences(model.requests[3], PROMPT) == 1
+    assert occurrences(model.chat_requests[3], MESSAGE) == 1
+    assert occurrences(model.chat_requests[3], PROMPT) == 1
     assert types.count("tool.started") == 1
     assert (workspace / "note.txt").read_text() == "from the message"
 
 
+@pytest.mark.parametrize("wire", WIRES)
 async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_records_nothing(
-    data, workspace
+    data, workspace, wire
 ):
     script = [hold(), text("after the stop"), text("the reply")]
     outcomes: list[WaitOutcome] = []
@@ -112,7 +117,7 @@ async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_record
         else:
             outcomes.append(await tasks.wait_message(handle, message_id, timeout=limit))
 
-    with ScriptedModel(script) as model, trio.fail_after(30):
+    with ScriptedModel(script, wire=wire) as model, trio.fail_after(30):
         async with trio.open_nursery() as outside:
             async with callboard.open_runtime(data, kinds=kinds_in(workspace)) as rt:
                 tasks = Tasks(rt)
@@ -139,10 +144,10 @@ async def test_leaving_the_runtime_mid_answer_ends_every_wait_at_once_and_record
     assert record.terminal == Succeeded("the reply") and reply.result == "the reply"
     assert model.disconnects == 1
     assert len(model.requests) == 3
-    assert [m["role"] for m in model.requests[1]["messages"]] == ["system", "user"]
-    assert occurrences(model.requests[1], PROMPT) == 1
-    assert occurrences(model.requests[2], PROMPT) == 1
-    assert occurrences(model.requests[2], MESSAGE) == 1
+    assert [m["role"] for m in model.chat_requests[1]["messages"]] == ["system", "user"]
+    assert occurrences(model.chat_requests[1], PROMPT) == 1
+    assert occurrences(model.chat_requests[2], PROMPT) == 1
+    assert occurrences(model.chat_requests[2], MESSAGE) == 1
 
 
 async def test_a_deadline_that_passed_while_no_runtime_ran_settles_without_calling_the_model(

@@ -10,6 +10,7 @@ from ._policy import Supervision
 
 if TYPE_CHECKING:
     from ..mailbox import Message
+    from ..views import PendingApproval
     from ._context import Context
 
 __all__ = ["Actor"]
@@ -117,6 +118,17 @@ class Actor:
         are activated so that `on_start` can resume their work.
         """
         return False
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls the restored state holds waiting for a person's answer.
+
+        How `Runtime.approvals` lists them across kinds without knowing any:
+        it restores each actor that has not ended from its last commit and
+        asks. A call waiting for an answer is unfinished work, so only actors
+        whose last commit was `is_busy` are asked. None by default; the
+        agent's kinds list their running turn's.
+        """
+        return []
 
     async def on_start(self, ctx: Context) -> None:
         """Called on every activation, after the state is restored, before any message."""

@@ -39,7 +39,11 @@ class Supervision:
 
     Attributes:
         restart: ``permanent`` and ``transient`` actors are restarted after a
-            crash; a ``temporary`` one is marked failed instead.
+            crash; a ``temporary`` one is marked failed instead. Whatever
+            this says, a crash by a `callboard.Permanent` error (a
+            `ConfigurationError`, a `StateError`: one that a restart would
+            only meet again) is not restarted: the actor fails at once with
+            that error, with no backoff and no dead letter.
         max_attempts: a message whose handler failed this many times (counted
             durably, so process deaths count too) goes to the dead letters.
             A process death counts an attempt for each message that may have

@@ -53,10 +53,12 @@ class CancelBody:
 @attrs.frozen
 class ApproveBody:
     """``approve``: the answer to the call ``call_id`` (which may be left out when
-    one call waits); ``approved`` false denies it."""
+    one call waits); ``approved`` false denies it, and ``reason`` reaches the
+    model in the tool result it sees."""
 
     call_id: str | None = None
     approved: bool = True
+    reason: str | None = None
 
 
 @strict_json()

@@ -8,8 +8,8 @@ spec can never widen them. The settings read here, each optional:
   Absent: anywhere. Either way ``/`` is refused unless it is itself a root,
   and so is a workspace inside the data directory.
 - ``model_url``: the configured model URL; the server's own key
-  (``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``) is sent there and
-  nowhere else.
+  (``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``, or ``$ANTHROPIC_API_KEY``
+  for the ``anthropic`` provider) is sent there and nowhere else.
 - ``allowed_model_urls``: other URLs a spec may name (``--allow-model-url``).
   Absent: any URL may be named. A URL other than ``model_url`` gets no key
   unless the spec names one by ``api_key_env``:
@@ -27,22 +27,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadRequest, SpecRefused
-from ..llm import API_KEY_ENV_VARS
+from ..errors import BadRequest, ConfigurationError, SpecRefused
+from ..llm import Provider, key_env_vars
 from ._executor_spec import check_executor
 
 __all__ = [
+    "check_directory",
     "check_executor_host",
     "check_model",
+    "check_spawn_workspace",
     "check_workspace",
     "configured_model_url",
     "confined_workspace",
+    "host_workspace",
     "model_key",
+    "same_url",
 ]
 
 
 def _norm(url: str) -> str:
     return url.strip().rstrip("/")
+
+
+def same_url(one: str, other: str) -> bool:
+    """Whether two model URLs name the same server (a trailing ``/`` aside)."""
+    return _norm(one) == _norm(other)
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -73,6 +82,46 @@ def check_workspace(workspace: str, settings: Mapping[str, Any]) -> None:
             "pick a directory under one, or have the operator add a root with "
             "--workspace-root DIR"
         )
+
+
+def check_spawn_workspace(
+    workspace: str, executor: dict[str, Any] | None, settings: Mapping[str, Any]
+) -> None:
+    """At spawn: ``workspace`` lies under a root (`check_workspace`) and, when the
+    tools run on this machine, is a directory that exists (`BadRequest`): else
+    the spawn would succeed and every tool call fail. A workspace on another
+    machine (an ssh ``executor``) is that machine's to check."""
+    check_workspace(workspace, settings)
+    if not executor:
+        check_directory(workspace, "the workspace")
+
+
+def host_workspace(settings: Mapping[str, Any]) -> str | None:
+    """The host's own workspace (a task's when its spec names none), or None.
+
+    `builtin_kinds` makes it absolute; one given as a relative path some other
+    way (``open_runtime(settings=...)``) would mean wherever the working
+    directory is when a tool runs, so it is refused (`ConfigurationError`).
+    """
+    workspace = settings.get("workspace")
+    if not workspace:
+        return None
+    if not os.path.isabs(workspace):
+        raise ConfigurationError(
+            f"the host's workspace {str(workspace)!r} is a relative path; give it to "
+            "builtin_kinds({'workspace': ...}), which makes it absolute, or make it absolute"
+        )
+    return str(workspace)
+
+
+def check_directory(path: str, what: str) -> None:
+    """Refuse ``path`` unless it is a directory that exists (`BadRequest`)."""
+    if not os.path.exists(path):
+        raise BadRequest(
+            f"{what} {path!r} does not exist; create the directory first or name one that exists"
+        )
+    if not os.path.isdir(path):
+        raise BadRequest(f"{what} {path!r} is not a directory; name a directory")
 
 
 def confined_workspace(workspace: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:
@@ -115,17 +164,21 @@ def check_model(base_url: str | None, api_key_env: str | None, settings: Mapping
 
 
 def model_key(
-    base_url: str | None, api_key_env: str | None, settings: Mapping[str, Any]
+    base_url: str | None,
+    api_key_env: str | None,
+    settings: Mapping[str, Any],
+    provider: Provider = "openai",
 ) -> str | None:
-    """The key to send to ``base_url``: the server's own only for the configured URL,
-    an allowed ``api_key_env``'s value for others, else none."""
+    """The key to send to ``base_url``: the server's own (the one ``provider``
+    reads) only for the configured URL, an allowed ``api_key_env``'s value for
+    others, else none."""
     if api_key_env is not None:
         if api_key_env in (settings.get("allowed_key_envs") or ()):
             return os.environ.get(api_key_env, "").strip() or None
         return None
     configured = configured_model_url(settings)
     if base_url and configured and _norm(base_url) == _norm(configured):
-        for name in API_KEY_ENV_VARS:
+        for name in key_env_vars(provider):
             value = os.environ.get(name, "").strip()
             if value:
                 return value
@@ -159,6 +212,13 @@ def jobs_dir(settings: Mapping[str, Any]) -> Path:
     """Where the job files of this host's agents live: ``jobs_dir``, else
     ``<data_dir>/jobs``."""
     configured = settings.get("jobs_dir")
-    if configured:
-        return Path(configured)
-    return Path(settings["data_dir"]) / "jobs"
+    path = Path(configured) if configured else Path(settings["data_dir"]) / "jobs"
+    if not path.is_absolute():
+        # Relative to whatever the working directory is when a tool runs: it
+        # would fail at every start, so the actor fails at once (`Permanent`).
+        setting = "the setting 'jobs_dir'" if configured else "the runtime's data directory"
+        raise ConfigurationError(
+            f"the jobs directory {str(path)!r} (from {setting}) is a relative path; give an "
+            "absolute one (builtin_kinds and open_runtime make theirs absolute)"
+        )
+    return path

@@ -53,6 +53,7 @@ __all__ = [
     "begin_turn",
     "close_turn",
     "conversation",
+    "denial",
     "next_step",
     "record_approval",
     "record_approval_asked",
@@ -103,6 +104,10 @@ class CallRecord:
     status: CallStatus = "pending"
     approval: ApprovalMark = "none"
     result: str | None = None
+    asked_at: float | None = None
+    """When the approval was asked (wall time); None when it never was."""
+    reason: str | None = None
+    """What the person said with their answer; it reaches the model with a denial."""
 
     @property
     def finished(self) -> bool:
@@ -206,7 +211,7 @@ def next_step(turn: TurnJournal, approval_for: Callable[[str], str]) -> Step | N
         if call.approval == "approved":
             return RunTool(call)
         if call.approval == "denied":
-            return Refuse(call, f"denied: the user did not approve this {call.name} call.")
+            return Refuse(call, denial(call))
         if call.approval == "asked":
             return AwaitApproval(call)
         policy = approval_for(call.name)
@@ -266,14 +271,25 @@ def record_reply(
     return [message]
 
 
-def record_approval_asked(turn: TurnJournal, call_id: str) -> None:
-    """``call_id`` now waits for a person's answer."""
+def denial(call: CallRecord) -> str:
+    """What the model is told of a denied ``call``: that it was denied, and the
+    person's reason when they gave one."""
+    said = f"denied: the user did not approve this {call.name} call."
+    return f"{said} Their reason: {call.reason}" if call.reason else said
+
+
+def record_approval_asked(turn: TurnJournal, call_id: str, at: float | None = None) -> None:
+    """``call_id`` now waits for a person's answer (asked at wall time ``at``)."""
     call = _pending(turn, call_id)
     call.approval = "asked"
+    call.asked_at = at
 
 
-def record_approval(turn: TurnJournal, call_id: str, approved: bool) -> bool:
-    """Record a person's answer; False if ``call_id`` is not waiting for one."""
+def record_approval(
+    turn: TurnJournal, call_id: str, approved: bool, reason: str | None = None
+) -> bool:
+    """Record a person's answer (and their reason); False if ``call_id`` is not
+    waiting for one."""
     try:
         call = turn.call(call_id)
     except KeyError:
@@ -281,22 +297,41 @@ def record_approval(turn: TurnJournal, call_id: str, approved: bool) -> bool:
     if call.approval != "asked" or call.status != "pending":
         return False
     call.approval = "approved" if approved else "denied"
+    call.reason = reason
     return True
 
 
-def answer_approval(turn: TurnJournal | None, call_id: object, approved: object) -> str:
+def answer_approval(
+    turn: TurnJournal | None, call_id: object, approved: object, reason: str | None = None
+) -> str:
     """Record a person's answer from a message; returns the call id it answered.
 
     ``call_id`` may be left out when exactly one call waits. Raises
-    ValueError with a sentence saying why the answer cannot apply.
+    ValueError with a sentence saying why the answer cannot apply, naming
+    the calls that do wait.
     """
-    if turn is not None and call_id is None and len(turn.awaiting_approval()) == 1:
-        call_id = turn.awaiting_approval()[0].id
+    waiting = [] if turn is None else [c.id for c in turn.awaiting_approval()]
+    if call_id is None and len(waiting) == 1:
+        call_id = waiting[0]
     if not isinstance(approved, bool):
         raise ValueError(f"'approved' must be true or false, got {approved!r}")
-    if turn is None or not isinstance(call_id, str) or not record_approval(turn, call_id, approved):
-        raise ValueError(f"no tool call {call_id!r} is waiting for approval")
+    if call_id is None:
+        if not waiting:
+            raise ValueError("no tool call is waiting for approval")
+        raise ValueError(
+            f"{len(waiting)} tool calls are waiting for approval ({_listed(waiting)}): "
+            "name one with 'call_id'"
+        )
+    if turn is None or not isinstance(call_id, str) or not record_approval(
+        turn, call_id, approved, reason
+    ):  # fmt: skip
+        also = f"; waiting: {_listed(waiting)}" if waiting else ""
+        raise ValueError(f"no tool call {call_id!r} is waiting for approval{also}")
     return call_id
+
+
+def _listed(call_ids: list[str]) -> str:
+    return ", ".join(repr(c) for c in call_ids)
 
 
 def record_started(turn: TurnJournal, call_id: str) -> None:

@@ -27,13 +27,16 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
 
     The settings read, each optional: ``workspace`` (where a task without one
     works; made absolute here), ``model_url`` and ``model`` (the model new
-    sessions and tasks use), ``jobs_dir`` (default ``<data_dir>/jobs``), and
+    sessions and tasks use), ``jobs_dir`` (default ``<data_dir>/jobs``; made
+    absolute here), and
     the confinement the operator allows: ``workspace_roots``,
     ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
     ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).
     """
     bound = dict(settings or {})
-    if bound.get("workspace") is not None:
-        # Once, at start-up, before any actor runs.
-        bound["workspace"] = str(Path(os.fspath(bound["workspace"])).resolve())
+    for key in ("workspace", "jobs_dir"):
+        if bound.get(key) is not None:
+            # Once, at start-up, before any actor runs: against the directory
+            # the app started in, not the one a tool happens to run in.
+            bound[key] = str(Path(os.fspath(bound[key])).resolve())
     return tuple(cls.with_settings(bound) for cls in (Session, Task, Job))

@@ -39,7 +39,7 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
-from ._confinement import check_executor_host, check_model, check_workspace
+from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
@@ -77,7 +77,7 @@ class Session(TurnRunner):
 
     Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
-    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved"}``;
+    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
     ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
@@ -91,7 +91,7 @@ class Session(TurnRunner):
 
     @classmethod
     def check_spec(cls, spec: SessionSpec, settings: Mapping[str, Any]) -> None:
-        check_workspace(spec.workspace, settings)
+        check_spawn_workspace(spec.workspace, spec.executor, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
 
@@ -156,7 +156,7 @@ class Session(TurnRunner):
                 self._cancel(ctx, message, cancel.turn_id)
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved)
+                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)

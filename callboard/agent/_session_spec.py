@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 import attrs
 
+from ..codec import strict_json
 from ..tools import ApprovalPolicy
+from ..views import check_provider_name
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -35,6 +37,7 @@ def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
             raise TypeError(f"'approvals': {exc}") from None
 
 
+@strict_json()
 @attrs.frozen
 class SessionSpec:
     """How a session is spawned (JSON over the gateway).
@@ -54,6 +57,10 @@ class SessionSpec:
     ``api_key_env`` names the server's environment variable holding the key
     for ``base_url``, when that is not the configured model URL (which gets
     the server's own key); the operator must allow it (``_confinement``).
+    ``provider`` is the wire of the model server: ``openai`` (chat
+    completions) or ``anthropic`` (the Messages API); None means the
+    runtime's ``provider`` setting (``serve --provider``) for the configured
+    model URL, and ``openai`` for a URL of the spec's own.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -65,3 +72,4 @@ class SessionSpec:
     background_on_timeout: bool = True
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
+    provider: str | None = attrs.field(default=None, validator=check_provider_name)

@@ -38,7 +38,13 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ._bodies import ApproveBody, TextBody, read_body
-from ._confinement import check_executor_host, check_model, check_workspace
+from ._confinement import (
+    check_directory,
+    check_executor_host,
+    check_model,
+    check_spawn_workspace,
+    host_workspace,
+)
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
@@ -73,7 +79,7 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text"}`` or a string; its id is
     `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
-    "approved"}``), ``deadline`` (the task's own timer), and ``job.finished``
+    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
     from one of its jobs. After the task settled, a message is answered with
     ``message.rejected``.
     """
@@ -93,7 +99,9 @@ class Task(TurnRunner):
     def check_spec(cls, spec: RunSpec, settings: Mapping[str, Any]) -> None:
         # No workspace means the host's own (open_runtime's or serve's --workspace).
         if spec.workspace is not None:
-            check_workspace(spec.workspace, settings)
+            check_spawn_workspace(spec.workspace, spec.executor, settings)
+        elif (host := host_workspace(settings)) is not None and not spec.executor:
+            check_directory(host, "the host's workspace")
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
 
@@ -109,7 +117,7 @@ class Task(TurnRunner):
         state = self.state
         if not state.started:
             state.started = True
-            state.workspace = self.spec.workspace or str(ctx.settings.get("workspace") or "")
+            state.workspace = self.spec.workspace or host_workspace(ctx.settings) or ""
             if self.spec.deadline is not None:
                 state.deadline_at = ctx.now() + self.spec.deadline
                 ctx.schedule(self.spec.deadline, "deadline", key="deadline")
@@ -156,7 +164,7 @@ class Task(TurnRunner):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved)
+                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)

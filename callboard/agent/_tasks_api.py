@@ -63,6 +63,7 @@ from ..views.task_logic import (
     replied,
     task_address,
 )
+from ._confinement import host_workspace
 from ._task_spec import CONVERSATION_LOG, NO_WORKSPACE_HELP
 
 if TYPE_CHECKING:
@@ -104,10 +105,10 @@ class Tasks(TaskFacade):
         task kind's settings (`builtin_kinds`).
         """
         if spec.workspace is None:
-            workspace = self._rt.settings_for(TASK_KIND).get("workspace")
+            workspace = host_workspace(self._rt.settings_for(TASK_KIND))
             if workspace is None:
                 raise BadRequest(NO_WORKSPACE_HELP)
-            spec = attrs.evolve(spec, workspace=str(workspace))
+            spec = attrs.evolve(spec, workspace=workspace)
         return await self._rt.spawn(TASK_KIND, spec, name=name)
 
     async def wait(self, handle: str, timeout: float | None = None) -> WaitOutcome:  # noqa: ASYNC109

@@ -35,7 +35,7 @@ import attrs
 
 from ..actors import Context
 from ..errors import ModelError, SpecRefused
-from ..llm import AssistantReply, ChatClient
+from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
@@ -92,7 +92,9 @@ class AgentSettings:
     """What a turn needs besides its journal: the model, the tools and their policy.
 
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
-    actor's ``ctx.settings["jobs_dir"]``.
+    actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
+    wire, for the client alone: the turn reads and writes one conversation
+    shape whatever it is.
     """
 
     workspace: Path
@@ -102,6 +104,7 @@ class AgentSettings:
     policy: ApprovalPolicy
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
+    provider: Provider = "openai"
 
 
 @attrs.define(eq=False)
@@ -213,7 +216,7 @@ async def drive_turn(
             _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
         elif isinstance(step, RequestApproval):
             call = step.call
-            record_approval_asked(turn, call.id)
+            record_approval_asked(turn, call.id, ctx.now())
             ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
         elif isinstance(step, AwaitApproval):
             await wait_approval()

@@ -13,17 +13,20 @@ for it; a job's ``job.finished`` is recorded alike. The kind writes
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import trio
 
 from ..actors import Actor, Context
 from ..errors import ModelError
-from ..llm import ChatClient
+from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
-from ._confinement import jobs_dir, model_key
+from ..views import PendingApproval
+from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
@@ -80,8 +83,9 @@ class TurnRunner(Actor):
     async def _run(self, ctx: Context) -> None:
         # The key is the host's to choose: the server's own goes to the configured
         # model URL only, whatever URL the spec names (see _confinement).
-        key = model_key(self._settings(ctx).base_url, self.spec.api_key_env, ctx.settings)
-        client = ChatClient(api_key=key, key_from_env=False)
+        settings = self._settings(ctx)
+        key = model_key(settings.base_url, self.spec.api_key_env, ctx.settings, settings.provider)
+        client = ChatClient(api_key=key, key_from_env=False, provider=settings.provider)
         try:
             while self.is_busy():
                 turn = self.state.active
@@ -147,15 +151,30 @@ class TurnRunner(Actor):
 
     # -- approvals -------------------------------------------------------------------
 
-    def _approve(self, ctx: Context, message: Message, call_id: object, approved: object) -> None:
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls of the running turn that wait for a person's answer (see `Actor`)."""
+        turn = self.state.active
+        if turn is None:
+            return []
+        return [
+            PendingApproval(self.address, c.id, c.name, _arguments(c.arguments), c.asked_at)
+            for c in turn.awaiting_approval()
+        ]
+
+    def _approve(
+        self, ctx: Context, message: Message, call_id: object, approved: object,
+        reason: str | None = None,
+    ) -> None:  # fmt: skip
         turn = self.state.active
         try:
-            answered = answer_approval(turn, call_id, approved)
+            answered = answer_approval(turn, call_id, approved, reason)
         except ValueError as refused:
             reject(ctx, message, str(refused))
             return
         assert turn is not None
-        answer = {"call_id": answered, "approved": approved}
+        answer: dict[str, Any] = {"call_id": answered, "approved": approved}
+        if reason is not None:
+            answer["reason"] = reason
         ctx.emit("approval.answered", {**turn_event(turn), **answer})
         # A fresh event for the next approval; the turn waiting on this one wakes.
         self._approvals.set()
@@ -165,23 +184,47 @@ class TurnRunner(Actor):
         await self._approvals.wait()
 
 
+def _arguments(text: str) -> Any:
+    """A call's arguments as the model sent them: the JSON they spell, or the
+    text itself when it is no JSON (a model may send broken arguments)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
 def agent_settings(
     ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy
 ) -> AgentSettings:
     """The settings of a turn of the actor at ``ctx``: the model is the spec's, else
-    the runtime's settings, else ``$CALLBOARD_MODEL_URL`` and ``$CALLBOARD_MODEL``."""
+    the runtime's settings, else ``$CALLBOARD_MODEL_URL`` and ``$CALLBOARD_MODEL``.
+
+    The provider goes with the URL: the spec's, else, for the configured model
+    URL, the runtime's ``provider`` setting (else ``$CALLBOARD_PROVIDER``), else
+    ``openai``.
+    """
     host = ctx.settings
+    base_url = spec.base_url or configured_model_url(host)
     return AgentSettings(
         workspace=Path(workspace),
-        base_url=spec.base_url
-        or host.get("model_url")
-        or os.environ.get("CALLBOARD_MODEL_URL")
-        or None,
+        base_url=base_url,
         model=spec.model or host.get("model") or os.environ.get("CALLBOARD_MODEL") or None,
         system_prompt=spec.system_prompt,
         policy=policy,
         jobs_root=jobs_dir(host),
+        provider=_provider(spec.provider, base_url, host),
     )
+
+
+def _provider(named: str | None, base_url: str | None, host: Mapping[str, Any]) -> Provider:
+    if named is not None:
+        return check_provider(named)
+    configured = configured_model_url(host)
+    if base_url is None or (configured is not None and same_url(base_url, configured)):
+        return check_provider(
+            host.get("provider") or os.environ.get("CALLBOARD_PROVIDER") or "openai"
+        )
+    return "openai"
 
 
 def turn_event(turn: TurnJournal, **extra: Any) -> dict[str, Any]:

@@ -85,8 +85,8 @@ def token_of(args: argparse.Namespace) -> str | None:
     return find_token(args.url, args.token, token_file=args.token_file, data=args.data)
 
 
-def add_parsers(subparsers: Any) -> None:
-    for verb in VERBS.values():
+def add_parsers(subparsers: Any, verbs: dict[str, Verb] = VERBS) -> None:
+    for verb in verbs.values():
         parser = subparsers.add_parser(verb.name, help=verb.summary, description=verb.summary)
         verb.add_arguments(parser)
         add_common(parser)

@@ -16,13 +16,13 @@ from typing import Any
 from ..client import Client
 from ..errors import UnknownActor
 from ._commands import add_common, run_command
-from ._verbs import Output, Verb, table
+from ._verbs import Output, Verb, address_argument, table
 
 __all__ = ["JOBS", "add_parsers", "job_rows", "list_jobs"]
 
 
 def _jobs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("owner", metavar="OWNER", nargs="?", default=None,
+    p.add_argument("owner", metavar="OWNER", nargs="?", default=None, type=address_argument,
                    help="only the jobs of this session or task, e.g. session/s1")  # fmt: skip
 
 

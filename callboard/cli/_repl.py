@@ -43,14 +43,15 @@ from ._commands import (
 from ._jobs import JOBS
 from ._verbs import VERBS as _CLI_VERBS
 from ._verbs import Output, event_json, format_event
+from ._verbs_operator import ADDRESS_FIRST, OPERATOR_VERBS
 
 # The REPL offers every verb the command line has, jobs included.
-VERBS = {**_CLI_VERBS, JOBS.name: JOBS}
+VERBS = {**_CLI_VERBS, JOBS.name: JOBS, **OPERATOR_VERBS}
 
 __all__ = ["add_parsers"]
 
 PROMPT = "callboard> "
-_ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail"}
+_ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail", *ADDRESS_FIRST}
 _EXTRA_HELP = {
     "untail": ("untail [ADDRESS]", "stop printing an actor's events (all, without ADDRESS)"),
     "help": ("help [COMMAND]", "list the commands, or explain one"),
@@ -194,7 +195,7 @@ class Repl:
                 await self._start_tail(args, out)
             else:
                 await VERBS[name].run(self.client, args, out)
-                if name in ("spawn", "stop"):
+                if name in ("spawn", "stop", "delete"):
                     await self.refresh_addresses()
 
     async def _start_tail(self, args: argparse.Namespace, out: Output) -> None:

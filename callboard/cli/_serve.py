@@ -14,12 +14,14 @@ never depends on the graceful path.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
 import signal
 import sys
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from ..agent import builtin_kinds
 from ..console import DEFAULT_CONSOLE_PORT, Console, open_console
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
+from ..llm import PROVIDERS, check_provider
 from ..runtime import open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
@@ -82,6 +85,10 @@ def add_parsers(subparsers: Any) -> None:
     add("--model-url", default=os.environ.get("CALLBOARD_MODEL_URL"), metavar="URL",
         help="default OpenAI-compatible base URL for new sessions and tasks "
         "($CALLBOARD_MODEL_URL), e.g. http://127.0.0.1:8000/v1")  # fmt: skip
+    add("--provider", default=os.environ.get("CALLBOARD_PROVIDER") or "openai",
+        type=check_provider, choices=PROVIDERS, help="the wire of --model-url: openai (chat "
+        "completions) or anthropic (the Messages API, key in $ANTHROPIC_API_KEY); "
+        "$CALLBOARD_PROVIDER, else %(default)s")  # fmt: skip
     add(
         "--model",
         default=os.environ.get("CALLBOARD_MODEL"),
@@ -210,6 +217,7 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     return {
         "model_url": args.model_url,
         "model": args.model,
+        "provider": args.provider,
         "workspace_roots": roots,
         "allowed_model_urls": list(args.allow_model_url),
         "allowed_key_envs": list(args.allow_key_env),
@@ -235,6 +243,21 @@ async def _sandbox(args: argparse.Namespace) -> Sandbox | None:
         raise CallboardError(f"--sandbox bwrap: {reason}")
     log.warning("shell commands run unsandboxed: %s (--sandbox none to silence this)", reason)
     return None
+
+
+@contextmanager
+def _naming_port(option: str, host: str, port: int) -> Iterator[None]:
+    """A port that cannot be bound is named with the option that chose it: the
+    bare "[Errno 98] Address already in use" says neither which port nor which of two."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise CallboardError(
+            f"{option} {port}: {host}:{port} is already in use (another callboard serve?); "
+            f"stop what holds it, or pick another port ({option} 0 picks a free one)"
+        ) from None
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -267,7 +290,8 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
                     config = attrs.evolve(config, allowed_origins=origins)
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:
-                    url = await nursery.start(gateway.serve)
+                    with _naming_port("--port", args.host, args.port):
+                        url = await nursery.start(gateway.serve)
                     where = f"callboard serving {url} with data in {data}"
                     if args.store is not None:
                         where += f", actors in {redact_url(args.store)}"
@@ -275,10 +299,11 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
                         await nursery.start(console.serve, url)
                         where += f", console at {console.url_with_token(gateway.operator_token)}"
                     if args.metrics_port is not None:
-                        metrics = await nursery.start(
-                            serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,
-                            gateway.operator_token,
-                        )  # fmt: skip
+                        with _naming_port("--metrics-port", args.metrics_host, args.metrics_port):
+                            metrics = await nursery.start(
+                                serve_metrics, rt, gateway, args.metrics_host, args.metrics_port,
+                                gateway.operator_token,
+                            )  # fmt: skip
                         where += f", metrics at {metrics}"
                     if config.token is None:
                         log.info("the operator token is in %s (mode 0600)", data / "token")

@@ -191,9 +191,12 @@ class _Printer:
         elif kind == "tool.started":
             self._line(f"[tool] {data.get('name')}({data.get('arguments', '')})")
         elif kind == "tool.finished":
+            status = str(data.get("status"))
             result = " ".join(str(data.get("result", "")).split())
+            # What the model reads says "error: ..." itself: the status says it once.
+            result = result.removeprefix(f"{status}: ")
             result = result if len(result) <= 120 else result[:117] + "..."
-            self._line(f"[tool] {data.get('name')} {data.get('status')}: {result}")
+            self._line(f"[tool] {data.get('name')} {status}: {result}")
         elif kind == "approval.requested":
             body = json.dumps({"call_id": data.get("call_id"), "approved": True})
             self._line(

@@ -16,16 +16,19 @@ import attrs
 import orjson
 
 from ..client import Client
-from ..mailbox import Event, format_at
+from ..errors import BadAddress, BadRequest
+from ..mailbox import KIND_PATTERN, Event, format_at, parse_address
 
 __all__ = [
     "VERBS",
     "Output",
     "Verb",
+    "address_argument",
     "event_json",
     "format_event",
     "json_argument",
     "table",
+    "target_argument",
 ]
 
 
@@ -64,6 +67,27 @@ def json_argument(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"{text!r} is not valid JSON ({exc})") from None
 
 
+def address_argument(text: str) -> str:
+    """An argparse ``type``: an actor's address ``KIND/NAME``, or a usage error
+    (exit 2, before connecting) that the parser words with the argument's name."""
+    try:
+        parse_address(text)
+    except BadAddress as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def target_argument(text: str) -> str:
+    """An argparse ``type``: an address, or a pattern ``KIND/*`` or ``*`` (``tail``)."""
+    if text == "*" or (text.endswith("/*") and KIND_PATTERN.fullmatch(text[:-2])):
+        return text
+    if text.endswith("/*"):
+        raise argparse.ArgumentTypeError(
+            f"pattern {text!r} has kind {text[:-2]!r}, which does not match {KIND_PATTERN.pattern}"
+        )
+    return address_argument(text)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Plain aligned columns, no trailing spaces."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
@@ -94,18 +118,29 @@ def format_event(event: Event, *, with_actor: bool = False) -> str:
 
 
 def _send_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME of the recipient")
+    p.add_argument("address", metavar="ADDRESS", type=address_argument,
+                   help="KIND/NAME of the recipient")  # fmt: skip
     p.add_argument("type", metavar="TYPE", help="the message type, e.g. prompt")
     p.add_argument("body", metavar="JSON", nargs="?", type=json_argument, default=None,
                    help="the message body as JSON (default: null)")  # fmt: skip
     p.add_argument("--key", metavar="K", help="idempotency key: a repeat is not delivered again")
+    p.add_argument("--wait", action="store_true",
+                   help="return once the actor has handled it; exit 1 with the reason if "
+                   "it was rejected or dead-lettered")  # fmt: skip
 
 
 async def _send(client: Client, args: argparse.Namespace, out: Output) -> None:
-    ack = await client.send(args.address, args.type, args.body, key=args.key)
+    if args.wait:
+        ack, outcome = await client.send_and_wait(args.address, args.type, args.body, key=args.key)
+        if not outcome.ok:
+            raise BadRequest(f"{args.address} did not apply message {ack.seq}: {outcome.reason}")
+    else:
+        ack = await client.send(args.address, args.type, args.body, key=args.key)
     note = " (duplicate: delivered before, not again)" if ack.duplicate else ""
-    out.emit(f"sent to {args.address} as seq {ack.seq}{note}",
-             {"seq": ack.seq, "duplicate": ack.duplicate})  # fmt: skip
+    handled = " and handled" if args.wait else ""
+    data = {"seq": ack.seq, "duplicate": ack.duplicate}
+    out.emit(f"sent to {args.address} as seq {ack.seq}{handled}{note}",
+             {**data, "outcome": "handled"} if args.wait else data)  # fmt: skip
 
 
 def _spawn_args(p: argparse.ArgumentParser) -> None:
@@ -134,7 +169,8 @@ async def _ls(client: Client, args: argparse.Namespace, out: Output) -> None:
 
 
 def _address_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME of the actor")
+    p.add_argument("address", metavar="ADDRESS", type=address_argument,
+                   help="KIND/NAME of the actor")  # fmt: skip
 
 
 async def _inspect(client: Client, args: argparse.Namespace, out: Output) -> None:
@@ -154,7 +190,8 @@ async def _stop(client: Client, args: argparse.Namespace, out: Output) -> None:
 
 
 def _tail_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("address", metavar="ADDRESS", help="KIND/NAME, or KIND/* or * (live only)")
+    p.add_argument("address", metavar="ADDRESS", type=target_argument,
+                   help="KIND/NAME, or KIND/* or * (live only)")  # fmt: skip
     p.add_argument("--after", metavar="N", type=_seq, default=None,
                    help="first replay every stored event with a seq above N (0: all)")  # fmt: skip
 

@@ -35,6 +35,7 @@ from ._connection import Connection, Lost, OnReply
 from ._credentials import find_token
 from ._errors import ConnectionFailed, ConnectionLost
 from ._handshake import connection_errors, open_connection, unwrap_single
+from ._operator import READS, OperatorOps
 from ._stream import EventStream
 from ._tasks import RemoteTasks
 from ._wire import field, info_from_frame, view_from_frame
@@ -44,7 +45,7 @@ __all__ = ["DEFAULT_URL", "Client", "Spawned", "connect"]
 log = logging.getLogger("callboard.client")
 
 DEFAULT_URL = "ws://127.0.0.1:7341/v1"
-_RETRIED = frozenset({"ping", "list", "inspect", "stop", "subscribe"})
+_RETRIED = frozenset({"ping", "list", "inspect", "stop", "subscribe", *READS})
 # A connection that lived this long resets the backoff; one that keeps
 # closing at once (a server accepting and dropping) backs off like a refusal.
 _STABLE = 1.0
@@ -61,7 +62,7 @@ Spawned = Address
 says whether it was already there). The name is kept for code that imports it."""
 
 
-class Client:
+class Client(OperatorOps):
     """A gateway connection that reconnects by itself. Make one with `connect`.
 
     Every method is a checkpoint, safe to call from many tasks at once, and

@@ -5,8 +5,9 @@ becomes ``"5"``, ``"no"`` becomes True): right for what the process wrote
 itself, wrong for what a client sent. `strict_json` registers, for one attrs
 class, a hook that takes each JSON scalar only as itself: a ``str`` field
 takes a string, an ``int`` an integer (a boolean is none), a ``bool`` true or
-false, a ``float`` a number; ``X | None`` also takes null, which is the same
-as leaving the field out. A field whose type is ``Annotated[T,
+false, a ``float`` a number, a ``Literal`` one of its values; ``X | None``
+also takes null, which is the same as leaving the field out. A field whose
+type is ``Annotated[T,
 override(struct_hook=hook)]`` (cattrs' own way to give one field its hook),
 or such a type ``| None``, is structured by ``hook``, which raises `Refused`
 saying what it wanted; any other type (``Any``, an attrs class) by the hook
@@ -116,6 +117,23 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
+def _one_of(choices: tuple[Any, ...]) -> _Hook:
+    """A ``Literal`` field: one of ``choices``, each as itself (``1`` is not ``True``)."""
+    shown_choices = [repr(choice) for choice in choices]
+    words = (
+        f"{', '.join(shown_choices[:-1])} or {shown_choices[-1]}"
+        if len(choices) > 1
+        else shown_choices[0]
+    )
+
+    def structure(value: Any, _: Any) -> Any:
+        if not any(type(value) is type(c) and value == c for c in choices):
+            raise Refused(f"must be {words}, got {shown(value)}")
+        return value
+
+    return structure
+
+
 _SCALARS: dict[Any, _Hook] = {str: _string, int: _integer, bool: _flag, float: _number}
 _OVERRIDE = type(override())
 
@@ -136,6 +154,8 @@ def _strict_hook(hint: Any) -> _Hook | None:
         hint = typing.get_args(hint)[0]
     if hint in _SCALARS:
         return _SCALARS[hint]
+    if typing.get_origin(hint) is typing.Literal:
+        return _one_of(typing.get_args(hint))
     if typing.get_origin(hint) is dict:
         return _object
     if typing.get_origin(hint) in (Union, types.UnionType):

@@ -319,7 +319,7 @@ class Connection:
             if self._inflight == 0:
                 self._settled = trio.Event()
             self._inflight += 1
-            if type(request) is f.Send and self._send_soon(request):
+            if type(request) is f.Send and not request.wait and self._send_soon(request):
                 return
             assert self._nursery is not None
             self._nursery.start_soon(self._handle, request)

@@ -12,6 +12,7 @@ import trio
 
 from ..runtime import Runtime
 from . import _frames as f
+from . import _ops_operator as operator
 from ._access import Access
 from ._config import GatewayConfig
 from ._grants import Grant
@@ -36,6 +37,8 @@ class Served:
 async def dispatch(served: Served, request: f.Request) -> str | None:
     """The answer to one request of an authenticated connection."""
     rt, grant = served.runtime, served.grant
+    if isinstance(request, operator.Request):
+        return await operator.dispatch(rt, grant, request)
     match request:
         case f.Ping(rid):
             await trio.lowlevel.checkpoint()
@@ -45,6 +48,10 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
                 return _forbidden(grant, rid, "send to", to)
             if await rt.would_create(to) and not served.access.take_activation(grant):
                 return _over_quota(served, rid, to)
+            if request.wait:
+                ack, reply = await operator.send_and_wait(rt, request)
+                served.counters.sends_accepted += not ack.duplicate
+                return reply
             ack = await rt.send(to, type_, body, key=key)
             if not ack.duplicate:
                 served.counters.sends_accepted += 1

@@ -32,6 +32,10 @@ __all__ = [
     "OPS",
     "PROTOCOL_VERSION",
     "Address",
+    "Approvals",
+    "DeadLetterId",
+    "DeadLetters",
+    "Delete",
     "FieldRefused",
     "Hello",
     "Inspect",
@@ -44,6 +48,7 @@ __all__ = [
     "Ping",
     "ProtocolVersion",
     "Request",
+    "Requeue",
     "Send",
     "Seq",
     "Spawn",
@@ -197,6 +202,8 @@ class Send:
     type: MessageType
     body: Any = None
     key: MessageKey | None = None
+    wait: bool = False
+    """Answer once the actor has handled the message, saying how (``outcome``)."""
 
 
 @strict_json()
@@ -271,12 +278,63 @@ class Ping:
     id: str
 
 
-Request = Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
+# -- an operator's requests (docs/protocol.md, "Operator ops") ------------------------
+
+
+def _dead_letter_id(value: Any, _: Any) -> int:
+    return _integer(value, "an integer >= 1 (a dead letter's id)", 1, _MAX_SEQ)
+
+
+DeadLetterId = Annotated[int, override(struct_hook=_dead_letter_id)]
+"""A dead letter's id: 1 to 2**63 - 1."""
+
+
+@strict_json()
+@attrs.frozen
+class Approvals:
+    """The approvals waiting, of ``actor`` or of every actor the token reads."""
+
+    op: ClassVar[str] = "approvals"
+    id: str
+    actor: Address | None = None
+
+
+@strict_json()
+@attrs.frozen
+class DeadLetters:
+    op: ClassVar[str] = "dead_letters"
+    id: str
+    actor: Address | None = None
+
+
+@strict_json()
+@attrs.frozen
+class Requeue:
+    op: ClassVar[str] = "requeue"
+    id: str
+    dead_letter: DeadLetterId
+
+
+@strict_json()
+@attrs.frozen
+class Delete:
+    op: ClassVar[str] = "delete"
+    id: str
+    actor: Address
+
+
+Request = (
+    Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
+    | Approvals | DeadLetters | Requeue | Delete
+)  # fmt: skip
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}
 OPS = frozenset(_OP_OF.values())
 configure_tagged_union(Request, converter, tag_generator=_OP_OF.__getitem__, tag_name="op")
 _structure = converter.get_structure_hook(Request)  # once: the converter's lookup costs ~1 us
+
+
+_REQUIRED_NOT_STRINGS = {"dead_letter": "an integer >= 1 (a dead letter's id)"}
 
 
 class FieldRefused(ValueError):
@@ -291,7 +349,8 @@ def structure_request(frame: dict[str, Any]) -> Request:
     except (BaseValidationError, Refused) as exc:
         path, first = refusals(exc)[0]
         field = path[0] if path else "?"
-        if isinstance(first, KeyError):  # every required field is a string
-            raise FieldRefused(f"field {field!r} is missing: it must be a string") from None
+        if isinstance(first, KeyError):  # every required field is a string, but these
+            what = _REQUIRED_NOT_STRINGS.get(str(field), "a string")
+            raise FieldRefused(f"field {field!r} is missing: it must be {what}") from None
         predicate = first.predicate if isinstance(first, Refused) else f"is not valid ({first})"
         raise FieldRefused(f"field {field!r} {predicate}") from None

@@ -6,8 +6,9 @@ stream) and the HTTP layer (error bodies) read one policy.
 Servers describe the same failure in many ways. A context overflow is
 OpenAI's ``code: "context_length_exceeded"``, llama.cpp's ``type:
 "exceed_context_size_error"`` (sent with code 500 by some versions, 400 by
-later ones), vLLM V1's "is longer than the maximum model length" and a dozen
-wordings of "maximum context length"; whatever the HTTP-ish code says, asking
+later ones), vLLM V1's "is longer than the maximum model length", Anthropic's
+``invalid_request_error`` "prompt is too long: N tokens > M maximum" and a
+dozen wordings of "maximum context length"; whatever the HTTP-ish code says, asking
 again with the same conversation cannot help, so it is told apart as
 :class:`ContextOverflow`. Otherwise a numeric code (OpenRouter's ``502``,
 vLLM's ``500``, LiteLLM's ``"429"``) decides like an HTTP status: 408, 409,
@@ -42,7 +43,9 @@ _OVERFLOW_WORDS = re.compile(
     r"|exceeds? the available context size|exceed_context_size|prompt is too long",
     re.IGNORECASE,
 )
-_LIMIT_WORDS = re.compile(r"maximum (?:context|model) length (?:is|of) (\d+)", re.IGNORECASE)
+_LIMIT_WORDS = re.compile(
+    r"maximum (?:context|model) length (?:is|of) (\d+)|tokens > (\d+) maximum", re.IGNORECASE
+)
 _QUOTA_CODES = frozenset({"insufficient_quota"})
 # Type names servers put in an in-stream error, squashed (lower case, no "_"):
 # the kinds of failure that another attempt may not meet.
@@ -123,7 +126,7 @@ def context_limit(error: Mapping[str, Any] | str) -> int | None:
             return n_ctx
         error = str(error.get("message") or "")
     match = _LIMIT_WORDS.search(error)
-    return int(match.group(1)) if match else None
+    return int(match.group(1) or match.group(2)) if match else None
 
 
 def stream_error(error: object, scrub: Callable[[str], str] = str) -> ModelError:

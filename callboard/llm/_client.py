@@ -1,11 +1,12 @@
 """The streaming chat client: HTTP, retries and timeouts around the pure decoders.
 
 One call is :meth:`ChatClient.stream_chat`: POST ``{base_url}/chat/completions``
-with ``stream: true``, decode the event stream (:mod:`._sse`), fold its chunks
-into a reply (:mod:`._accumulate`) and hand each text delta to ``on_delta``
-(and every delta, reasoning and refusals too, to ``on_stream_delta``) as it
-arrives, so a session can show it live while only the finished reply is
-stored.
+with ``stream: true`` (for the ``anthropic`` provider, ``{base_url}/v1/messages``;
+``_wires`` writes either request), decode the event stream (:mod:`._sse`),
+fold its events into a reply (:mod:`._accumulate`, :mod:`._messages_stream`)
+and hand each text delta to ``on_delta`` (and every delta, reasoning and
+refusals too, to ``on_stream_delta``) as it arrives, so a session can show it
+live while only the finished reply is stored.
 
 Which failures are retried here, and why only those: a call is retried (with
 capped, jittered exponential backoff) only while nothing of the answer has
@@ -22,11 +23,12 @@ event stream of JSON. An error the server sends inside the stream is read
 as it arrives, ``retryable`` from its code (``_classify``): retried here
 like an HTTP 429 while no piece of the answer has been shown, raised after.
 
-A stream that ends with neither ``[DONE]`` nor a ``finish_reason`` raises
-"the stream ended early" with ``retryable=True``: that is what a proxy
-timeout or a restarted server produces, and the same request may well
-succeed. A stream that sends ``[DONE]`` (or a finish reason) is complete even
-if the connection then breaks.
+A stream that ends with neither ``[DONE]`` nor a ``finish_reason`` (for
+Anthropic: neither ``message_stop`` nor a ``stop_reason``) raises "the
+stream ended early" with ``retryable=True``: that is what a proxy timeout or
+a restarted server produces, and the same request may well succeed. A
+stream that sends ``[DONE]`` (or a finish reason) is complete even if the
+connection then breaks.
 
 The API key never appears in a message, a repr or a log line: it is held in
 a ``repr=False`` field and removed from any server text we quote, including
@@ -36,7 +38,6 @@ the errors the accumulator raises from what the stream said.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -53,10 +54,12 @@ import trio
 from callboard._retry import Backoff
 from callboard.errors import ModelError
 
-from ._accumulate import AssistantReply, ChunkAccumulator
+from ._accumulate import AssistantReply
 from ._deltas import StreamDelta
-from ._failures import API_KEY_ENV_VARS, Call, Retry, redact, status_failure
+from ._failures import Call, Retry, status_failure
+from ._providers import Provider, check_provider, key_env_vars
 from ._sse import EventStreamDecoder, ServerSentEvent
+from ._wires import EventReader, reader_for, request_for
 
 __all__ = ["ChatClient", "RetryNotice"]
 
@@ -78,16 +81,25 @@ class RetryNotice:
 
 @attrs.define
 class ChatClient:
-    """An OpenAI-compatible streaming chat client, reusable across calls and servers.
+    """A streaming chat client, reusable across calls and servers of its provider.
+
+    ``provider`` is the wire format: ``"openai"`` (any OpenAI-compatible
+    server, the default) or ``"anthropic"`` (the Messages API: the key goes in
+    ``x-api-key``, with ``anthropic-version``; ``max_tokens`` is sent, as that
+    API requires, unless ``extra_body`` sets it; ``prompt_cache`` marks the
+    system prompt and the conversation's end with ``cache_control``, see
+    ``_messages_request``). Either way the call takes and returns the same
+    OpenAI-shaped conversation, tools and `AssistantReply`.
 
     Use it as an async context manager (or call :meth:`aclose`): it owns one
     ``httpx.AsyncClient`` (created on first use, so constructing a client costs
     nothing) whose pooled connections are reused by later calls. Use one
     instance per ``trio.run``.
 
-    ``api_key`` defaults to ``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``,
-    read at each call (so a fixed environment needs no new client); with no key
-    at all no ``Authorization`` header is sent (local servers need none).
+    ``api_key`` defaults to ``$CALLBOARD_API_KEY``, else ``$OPENAI_API_KEY``
+    (``$ANTHROPIC_API_KEY`` for ``anthropic``), read at each call (so a fixed
+    environment needs no new client); with no key at all none is sent (local
+    servers need none).
     ``key_from_env=False`` sends ``api_key`` or nothing: the agent decides
     which URL may see which key (``callboard.agent``), not the environment.
 
@@ -113,6 +125,9 @@ class ChatClient:
     idle_timeout: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
     transport: httpx.AsyncBaseTransport | None = attrs.field(default=None, repr=False)
     rng: random.Random = attrs.field(factory=random.Random, repr=False)
+    provider: Provider = attrs.field(default="openai", converter=check_provider)
+    max_tokens: int = attrs.field(default=8192, validator=attrs.validators.ge(1))
+    prompt_cache: bool = True
     _http: httpx.AsyncClient | None = attrs.field(default=None, init=False, repr=False)
     _closed: bool = attrs.field(default=False, init=False, repr=False)
 
@@ -196,27 +211,27 @@ class ChatClient:
         if self._closed:
             raise ModelError("this ChatClient is closed: create a new one", retryable=False)
         key, source = self._resolve_key()
-        body: dict[str, Any] = dict(extra_body or {})
-        body.update(
-            model=model,
-            messages=list(messages),
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        if tools:
-            body["tools"] = list(tools)
-        headers = {"Accept": "text/event-stream"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
         base_url = base_url.rstrip("/")
+        url, body, headers = request_for(
+            self.provider,
+            base_url=base_url,
+            model=model,
+            messages=messages,
+            tools=tools,
+            extra_body=extra_body,
+            key=key,
+            max_tokens=self.max_tokens,
+            cache=self.prompt_cache,
+        )
         return Call(
-            url=f"{base_url}/chat/completions",
+            url=url,
             base_url=base_url,
             model=model,
             body=body,
             headers=headers,
             key=key,
             key_source=source,
+            provider=self.provider,
         )
 
     def _resolve_key(self) -> tuple[str | None, str]:
@@ -224,7 +239,7 @@ class ChatClient:
             return self.api_key.strip(), "the api_key argument"
         if not self.key_from_env:
             return None, ""
-        for name in API_KEY_ENV_VARS:
+        for name in key_env_vars(self.provider):
             value = os.environ.get(name, "").strip()
             if value:
                 return value, f"${name}"
@@ -293,17 +308,16 @@ class _Stream:
     content_type: str = ""
     began: bool = False  # an event arrived: from here on, no silent retry
     shown: bool = False  # a piece of the answer went to a callback
-    done: bool = False  # [DONE] arrived: the answer is complete
     decoder: EventStreamDecoder = attrs.Factory(EventStreamDecoder)
-    accumulator: ChunkAccumulator = attrs.field(init=False)
+    reader: EventReader = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.accumulator = ChunkAccumulator(scrub=functools.partial(redact, key=self.call.key))
+        self.reader = reader_for(self.call)
 
     @property
     def complete(self) -> bool:
-        """Whether the answer is whole: ``[DONE]`` or a finish reason arrived."""
-        return self.done or self.accumulator.finish_reason is not None
+        """Whether the answer is whole (``[DONE]``, ``message_stop``, or a finish reason)."""
+        return self.reader.complete
 
     def feed(self, chunk: bytes) -> None:
         for event in self.decoder.feed(chunk):
@@ -312,7 +326,7 @@ class _Stream:
     def finish(self) -> AssistantReply:
         for event in self.decoder.close():
             self._handle(event)
-        if not self.done and self.accumulator.finish_reason is None:
+        if not self.reader.complete:
             if not self.began and self.decoder.unrecognized is not None:
                 raise self.call.error(
                     f"the model server at {self.call.base_url} answered with something that "
@@ -320,9 +334,9 @@ class _Stream:
                     f"{self.call.excerpt(self.decoder.unrecognized)}",
                     retryable=False,
                 )
-            raise self.broken("the stream ended early, before [DONE] and before a finish_reason")
+            raise self.broken(f"the stream ended early, {self.reader.missing}")
         try:
-            return self.accumulator.finish()
+            return self.reader.finish()
         except ModelError as exc:
             raise self.failed(exc) from None
 
@@ -356,26 +370,9 @@ class _Stream:
         return error
 
     def _handle(self, event: ServerSentEvent) -> None:
-        if self.done:
-            return
         self.began = True
-        if event.is_done:
-            self.done = True
-            return
         try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            if event.event != "error":
-                raise self.call.error(
-                    f"the model server at {self.call.base_url} sent an event whose data is "
-                    f"not JSON: {self.call.excerpt(event.data)}",
-                    retryable=False,
-                ) from None
-            chunk = {"message": event.data}  # an error said in words, not JSON
-        if event.event == "error" and not (isinstance(chunk, dict) and "error" in chunk):
-            chunk = {"error": chunk}
-        try:
-            pieces = self.accumulator.add_deltas(chunk)
+            pieces = self.reader.read(event)
         except ModelError as exc:
             raise self.failed(exc) from None
         self.shown = self.shown or bool(pieces)

@@ -2,7 +2,10 @@
 
 Kept apart from the client so the policy reads in one place: which HTTP
 answers are worth another attempt (408, 409, 429, 5xx), which are terminal
-and what each terminal message tells the user to fix. Two answers override
+and what each terminal message tells the user to fix (the Anthropic API
+says the same with its own error types: ``rate_limit_error`` 429 and
+``overloaded_error`` 529 pass, ``authentication_error`` 401 does not, and
+``invalid_request_error`` "prompt is too long" is a context overflow). Two answers override
 their status: a context overflow (:class:`ContextOverflow`, whatever the
 status, since llama.cpp has sent it as a 500) and a 429 for
 ``insufficient_quota``, which no wait cures. Every message passes
@@ -30,6 +33,7 @@ from ._classify import (
     is_context_overflow,
     is_out_of_quota,
 )
+from ._providers import API_KEY_ENV_VARS, Provider, key_env_vars
 
 __all__ = [
     "API_KEY_ENV_VARS",
@@ -42,10 +46,22 @@ __all__ = [
     "status_failure",
 ]
 
-API_KEY_ENV_VARS = ("CALLBOARD_API_KEY", "OPENAI_API_KEY")
-"""Where the key is read from, in order, when no ``api_key=`` is given."""
-
 EXCERPT = 200  # characters of server text quoted in an error
+
+
+def _base_url_hint(call: Call) -> str:
+    """What a 404 most often means: a base_url one path segment off."""
+    if call.provider == "anthropic":
+        return (
+            "an Anthropic base_url is the server's root, such as https://api.anthropic.com, "
+            "and /v1/messages is added to it"
+        )
+    if call.base_url.endswith("/v1"):
+        return "it is the URL that /chat/completions is added to"
+    return (
+        f"an OpenAI-compatible base_url usually ends in /v1, such as "
+        f"http://127.0.0.1:8000/v1, and {call.base_url} does not"
+    )
 
 
 class Retry(Exception):
@@ -68,6 +84,7 @@ class Call:
     headers: dict[str, str] = attrs.field(repr=False)
     key: str | None = attrs.field(repr=False)
     key_source: str
+    provider: Provider = "openai"
 
     def error(self, message: str, *, status: int | None = None, retryable: bool) -> ModelError:
         return ModelError(redact(message, self.key), status=status, retryable=retryable)
@@ -107,25 +124,27 @@ def status_failure(call: Call, response: httpx.Response, body: str) -> ModelErro
         )
         return call.error(message, status=status, retryable=False)
     if status in RETRYABLE_STATUS or status >= 500:
-        what = "is rate limiting requests" if status == 429 else "failed"
+        what = {429: "is rate limiting requests", 529: "is overloaded"}.get(status, "failed")
         error = call.error(f"{where} {what} (HTTP {status}). {said}", status=status, retryable=True)
         return Retry(error, retry_after(response.headers))
+    names = " or ".join(key_env_vars(call.provider))
     if status in (401, 403):
         if call.key:
             message = (
                 f"{where} refused the API key (HTTP {status}): the key from {call.key_source} is "
-                f"wrong or lacks access to model {call.model!r}; set "
-                f"{' or '.join(API_KEY_ENV_VARS)} to a valid key. {said}"
+                f"wrong or lacks access to model {call.model!r}; set {names} to a valid key. "
+                f"{said}"
             )
         else:
             message = (
                 f"{where} requires an API key (HTTP {status}) and none was sent: the key is "
-                f"missing; set {' or '.join(API_KEY_ENV_VARS)}. {said}"
+                f"missing; set {names}. {said}"
             )
     elif status == 404:
         message = (
-            f"{where} has no {call.url} or no model {call.model!r} (HTTP 404): check base_url "
-            f"and the model name. {said}"
+            f"{where} answered HTTP 404 to POST {call.url}: there is no such endpoint there, "
+            f"or no model {call.model!r}; check the model name, and base_url: "
+            f"{_base_url_hint(call)}. {said}"
         )
     elif 300 <= status < 400:
         location = response.headers.get("location", "elsewhere")

@@ -170,3 +170,20 @@ class DeadLetter:
             sender=record.sender,
             key=record.key,
         )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        """As docs/protocol.md's ``dead_letters`` reply has it: the error unboxed."""
+        return {
+            "id": self.id,
+            "actor": self.actor,
+            "seq": self.seq,
+            "type": self.type,
+            "body": self.body,
+            "error": self.error.message,
+            "error_type": self.error.type,
+            "traceback": self.error.traceback,
+            "attempts": self.attempts,
+            "at": format_at(self.at),
+            "sender": self.sender,
+            "key": self.key,
+        }

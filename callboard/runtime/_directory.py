@@ -232,6 +232,9 @@ class Directory:
             del self.cells[cell.address]
         if self._leaving.get(cell.address) is cell:
             del self._leaving[cell.address]
+        if cell.final_status is not None:
+            # It takes no more messages: a waiter for one it never handled looks again.
+            self.cursor_advanced(cell.address, 2**63 - 1)
 
     def resting_count(self) -> int:
         return sum(cell.resting for cell in self.cells.values())

@@ -9,6 +9,7 @@ that nothing an actor awaits disappears under it.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -42,7 +43,8 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """Open the data directory, recover what a previous process left, run until exit.
 
-    Only one runtime may own ``data`` at a time (`DataDirectoryLocked`).
+    Only one runtime may own ``data`` at a time (`DataDirectoryLocked`); a
+    relative ``data`` is taken against the working directory at open.
     On exit every actor is cancelled where it stands; nothing durable depends
     on that: the next runtime on ``data`` resumes from the last commits.
     ``clock`` is the wall clock for timers (tests pass one driven by trio's).
@@ -56,6 +58,10 @@ async def open_runtime(
     there.
     """
     config = config or RuntimeConfig()
+    # A relative ``data`` means the directory the app is in now: made absolute
+    # once, so that nothing derived from it (the jobs directory, the token)
+    # depends on where the working directory is when it is used.
+    data = os.path.abspath(data)  # noqa: ASYNC240 (no I/O: the cwd, once)
     async with open_store(
         data, clock=clock, queue_size=config.write_queue, url=store, node=node
     ) as backend:

@@ -34,7 +34,7 @@ import trio
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import BadRequest, RuntimeClosed, SpawnConflict, UnknownActor, UnknownKind
+from ..errors import BadRequest, SpawnConflict, UnknownActor, UnknownKind
 from ..mailbox import (
     Ack,
     Address,
@@ -46,8 +46,8 @@ from ..mailbox import (
     new_name,
 )
 from ..store import Enqueue, Store, StoredAck
-from ..views import ActorInfo, ActorView, TaskOperations
-from . import _views
+from ..views import ActorInfo, ActorView, MessageOutcome, PendingApproval, TaskOperations
+from . import _operator, _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
@@ -257,6 +257,14 @@ class Runtime:
         spec_json = _spec_bytes(_views.structure_spec(self._cells, cls, spec, address))
         self._cells.check_open()
         existed, stored = await self._store.spawn(address, kind, spec_json)
+        if existed:
+            record = await self._store.actor(address)
+            if record is not None and record.final:
+                raise SpawnConflict(
+                    f"{address!r} has ended ({record.status}) and takes no more messages; "
+                    f"delete it first to reuse the name (callboard delete {address}, or "
+                    "Runtime.delete), or pick another name"
+                )
         if existed and stored is not None and stored != spec_json:
             raise SpawnConflict(
                 f"{address!r} exists with a different spec; pick another name or stop it first"
@@ -404,25 +412,32 @@ class Runtime:
         """Put a dead letter back at the end of its actor's mailbox."""
         self._cells.check_open()
         result = await self._store.requeue(dead_letter_id)
+        if isinstance(result, LookupError):
+            raise BadRequest(f"{result}; dead_letters lists them") from None
         if isinstance(result, Exception):
             raise result
         self._cells.poke(result.address)
         return Ack(result.seq, result.duplicate)
 
     async def wait_handled(self, address: str, seq: int) -> None:
-        """Wait until ``address`` has committed the handling of message ``seq``."""
-        # Waiting before the read: a commit while a store's read yields (a
-        # networked one's does) must still wake it.
-        done = self._cells.await_cursor(address, seq) if self._cells.open else None
-        try:
-            record = await self._store.actor(address)
-            if record is not None and record.cursor >= seq:
-                return
-            self._cells.check_open()
-            assert done is not None
-            await done.wait()
-            if not self._cells.open:
-                raise RuntimeClosed(f"the runtime closed before {address} handled message {seq}")
-        finally:
-            if done is not None:
-                self._cells.stop_waiting(address, done)
+        """Wait until ``address`` has committed the handling of message ``seq``;
+        `ActorStopped` if it ended before it did."""
+        await _operator.wait_handled(self._cells, address, seq)
+
+    # -- what an operator asks (`_operator`) -------------------------------------------
+
+    async def approvals(self, address: str | None = None) -> builtins.list[PendingApproval]:
+        """The tool calls waiting for a person's answer (of ``address``), as committed.
+        Answer one with ``send(address, "approve", {"call_id", "approved", "reason"})``."""
+        return await _operator.approvals(self._cells, address)
+
+    async def delete(self, address: str) -> None:
+        """Remove an actor that has ended, with its events, logs, keys and timers, so
+        that its name can be spawned again; `BadRequest` naming its status otherwise."""
+        await _operator.delete(self._cells, address)
+
+    async def wait_outcome(self, address: str, seq: int, after: int = 0) -> MessageOutcome:
+        """Wait until ``address`` has handled message ``seq`` and say how it came out
+        (handled, rejected, dead-lettered, or not handled: the actor ended first);
+        ``after``, its event head before the send, bounds the search for a rejection."""
+        return await _operator.wait_outcome(self._cells, address, seq, after)

@@ -7,16 +7,19 @@ actor active, or failing its commits) and its store (for what is durable).
 from __future__ import annotations
 
 import builtins
+import difflib
 from typing import Any
 
+import attrs
+
 from ..actors import Actor
-from ..codec import converter, loads, structure_error
+from ..codec import Refused, converter, loads, refusals, structure_error
 from ..errors import BadRequest, UnknownActor
 from ..mailbox import encode_body
 from ..views import ActorInfo, ActorView
 from ._directory import Directory
 
-__all__ = ["inspect", "list_page", "structure_spec"]
+__all__ = ["inspect", "list_page", "shown_status", "structure_spec"]
 
 
 async def inspect(cells: Directory, address: str) -> ActorView:
@@ -28,14 +31,19 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     if record.state is not None:
         state = loads(record.state)
     else:
-        spec = loads(record.spec) if record.spec else None
-        if cls.spec_type is not None and spec is not None:
-            spec = converter.structure(spec, cls.spec_type)
-        state = converter.unstructure(cls.initial_state(spec))
+        try:
+            spec = loads(record.spec) if record.spec else None
+            if cls.spec_type is not None and spec is not None:
+                spec = converter.structure(spec, cls.spec_type)
+            state = converter.unstructure(cls.initial_state(spec))
+        except Exception:
+            # A spec that no longer structures: the actor fails on it, and its
+            # last_error (below) says why; there is no state to show.
+            state = None
     return ActorView(
         actor=address,
         kind=record.kind,
-        status=_status(cells, address, record.status, record.final),
+        status=shown_status(cells, address, record.status, record.final),
         state=state,
         cursor=record.cursor,
         mailbox=record.unhandled,
@@ -63,7 +71,7 @@ async def list_page(
     for record in records:
         info = ActorInfo(
             record.address,
-            _status(cells, record.address, record.status, record.final),
+            shown_status(cells, record.address, record.status, record.final),
             record.unhandled,
             record.restarts,
         )
@@ -97,7 +105,8 @@ def _last_error(cells: Directory, address: str, stored: bytes | None) -> dict[st
     return loads(stored) if stored else None
 
 
-def _status(cells: Directory, address: str, stored: str, final: bool) -> str:
+def shown_status(cells: Directory, address: str, stored: str, final: bool) -> str:
+    """The status an actor is shown with: the stored one, or what this runtime knows."""
     cell = cells.cells.get(address)
     if not final and cell is not None:
         # "failing": in memory, but the store refuses its commits (a full disk).
@@ -112,6 +121,8 @@ def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) 
         encode_body(spec, what=f"the spec for {address!r}")
         cls.check_spec(spec, cells.settings_for(cls.kind))
         return spec
+    if isinstance(spec, dict):
+        _refuse_unknown_keys(cls.spec_type, spec, address)
     try:
         typed = spec if isinstance(spec, cls.spec_type) else converter.structure(
             spec if spec is not None else {}, cls.spec_type
@@ -119,7 +130,48 @@ def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) 
     except Exception as exc:
         raise BadRequest(
             f"the spec for {address!r} is not a valid {cls.spec_type.__qualname__}: "
-            f"{structure_error(exc)}"
+            f"{_spec_error(exc)}"
         ) from None
     cls.check_spec(typed, cells.settings_for(cls.kind))
     return converter.unstructure(typed)
+
+
+def _refuse_unknown_keys(spec_type: type[Any], spec: dict[Any, Any], address: str) -> None:
+    """A key the spec type has no field for is a mistake (``"aprovals"``), not
+    something to ignore while the default applies: refuse it, naming the
+    fields. Generic over the kind's attrs class, so a new field needs nothing here."""
+    if not attrs.has(spec_type):
+        return
+    fields = [field.name for field in attrs.fields(spec_type)]
+    unknown = [key for key in spec if key not in fields]
+    if not unknown:
+        return
+    shown = ", ".join(repr(key) for key in unknown)
+    close = {
+        key: match[0]
+        for key in unknown
+        if isinstance(key, str) and (match := difflib.get_close_matches(key, fields, n=1))
+    }
+    if len(unknown) == 1 and close:
+        hint = f" (did you mean {next(iter(close.values()))!r}?)"
+    elif close:
+        hint = f" (did you mean {', '.join(f'{m!r} for {k!r}' for k, m in close.items())}?)"
+    else:
+        hint = ""
+    raise BadRequest(
+        f"the spec for {address!r} has {'an unknown key' if len(unknown) == 1 else 'unknown keys'} "
+        f"{shown}{hint}; a {spec_type.__qualname__} takes {', '.join(fields)}"
+    )
+
+
+def _spec_error(exc: BaseException) -> str:
+    """Why a spec did not structure: in a strict field's own words (`Refused`:
+    "must be true or false, got "no" (a string) @ $.background_on_timeout"),
+    else in cattrs' (`structure_error`), which drops those words."""
+    found = refusals(exc)
+    if not found or not all(isinstance(inner, Refused) for _, inner in found):
+        return structure_error(exc)
+    return "; ".join(
+        f"{inner} @ $" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
+        for path, inner in found
+    )

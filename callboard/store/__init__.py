@@ -26,6 +26,7 @@ from ._records import NewEvent as NewEvent
 from ._records import NewTimer as NewTimer
 from ._records import StoredAck as StoredAck
 from ._records import StoreStatistics as StoreStatistics
+from ._retention import Deletion as Deletion
 from ._retention import RetentionPolicy as RetentionPolicy
 from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
@@ -36,6 +37,7 @@ __all__ = [
     "Commit",
     "CommitResult",
     "DeadLetterRecord",
+    "Deletion",
     "DirectoryLock",
     "Enqueue",
     "EventPage",

@@ -28,7 +28,7 @@ from ._records import (
     StoredAck,
     StoreStatistics,
 )
-from ._retention import RetentionPolicy, RetentionStep
+from ._retention import Deletion, RetentionPolicy, RetentionStep
 
 __all__ = ["Store"]
 
@@ -96,6 +96,11 @@ class Store(Protocol):
 
     async def retain(self, policy: RetentionPolicy, step: RetentionStep) -> RetentionStep:
         """One bounded step of a retention pass, from ``step`` on."""
+        ...
+
+    async def delete(self, address: str, *, batch: int = 2000) -> Deletion:
+        """One bounded op of removing an ended actor with all it held; repeat until
+        ``done`` (an actor that has not ended is left as it is)."""
         ...
 
     # -- reads -------------------------------------------------------------------

@@ -37,7 +37,15 @@ import attrs
 
 from ._sqlite_ops import WriterState
 
-__all__ = ["PHASES", "VACUUM_PAGES", "RetentionPolicy", "RetentionStep", "retain"]
+__all__ = [
+    "PHASES",
+    "VACUUM_PAGES",
+    "Deletion",
+    "RetentionPolicy",
+    "RetentionStep",
+    "delete_actor",
+    "retain",
+]
 
 VACUUM_PAGES = 512
 """Free pages one op gives back at most (2 MiB of 4 KiB pages, a few ms)."""
@@ -132,6 +140,39 @@ def retain(
         if not finished:
             return tally.step(phase, after)
     return tally.step("done")
+
+
+@attrs.frozen
+class Deletion:
+    """What one op of `delete_actor` found and did.
+
+    ``status`` is the actor's (None: there is no actor there); ``final``
+    whether it has ended; ``done`` whether it is gone (an ended actor with
+    more rows than one op's budget takes several ops; one that has not
+    ended is left as it is).
+    """
+
+    status: str | None
+    final: bool = False
+    done: bool = False
+
+
+def delete_actor(conn: sqlite3.Connection, w: WriterState, address: str, batch: int) -> Deletion:
+    """Remove the ended actor at ``address`` with everything it held, as the
+    ``stopped`` phase of a pass removes one (its dead letters stay), at most
+    ``batch`` rows an op; an actor that has not ended is left untouched."""
+    w.flush(conn)
+    row = conn.execute(
+        "SELECT status, final, events_from, event_head FROM actors WHERE address = ?",
+        (address,),
+    ).fetchone()
+    if row is None:
+        return Deletion(None)
+    status, final, first, head = row
+    if not final:
+        return Deletion(status)
+    done = _remove_actor(conn, w, address, first, head, _Tally(batch))
+    return Deletion(status, final=True, done=done)
 
 
 def _dead_letters(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from . import _ops_commit as commit_ops
 from . import _ops_mailbox as mailbox_ops
+from . import _retention as retention
 from ._op_queue import OpQueue
 from ._records import Commit, CommitResult, Enqueue, StoredAck
 from ._sqlite_ops import WriterState
@@ -75,4 +76,11 @@ class StoreWrites(OpQueue):
             lambda conn, clock: mailbox_ops.prune_keys(
                 conn, (clock if now is None else now) - older_than
             )
+        )
+
+    async def delete(self, address: str, *, batch: int = 2000) -> retention.Deletion:
+        """One op of deleting the ended actor at ``address`` (`retention.delete_actor`)."""
+        state = self._state
+        return await self._submit(
+            lambda conn, now: retention.delete_actor(conn, state, address, batch), slow=True
         )

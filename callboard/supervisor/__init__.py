@@ -10,6 +10,7 @@ against intensity in a `RestartWindow`.
 
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
+from ._restore import restore as restore
 from ._services import CellServices as CellServices
 from ._states import CellState as CellState
 from ._tree import ChildSpec as ChildSpec
@@ -23,5 +24,6 @@ __all__ = [
     "CellState",
     "ChildSpec",
     "Strategy",
+    "restore",
     "supervise",
 ]

@@ -6,7 +6,7 @@ import enum
 
 from ..actors import Supervision
 from ..codec import loads
-from ..errors import CrashReason, StateError
+from ..errors import CrashReason, Permanent
 from ..mailbox import Message
 
 __all__ = ["Verdict", "crash_verdict", "died_handling"]
@@ -16,8 +16,10 @@ class Verdict(enum.Enum):
     RESTART = "restart"
     """Restart after the backoff (the restart window is not exceeded)."""
     FAIL = "fail"
-    """End the actor as failed: a temporary one, a snapshot that cannot be
-    restored, or too many restarts with ``on_intensity="stop"``."""
+    """End the actor as failed: a temporary one, a `Permanent` error (a
+    snapshot that cannot be restored, a setting it cannot work with: a
+    restart would meet it again), or too many restarts with
+    ``on_intensity="stop"``."""
     ESCALATE = "escalate"
     """Fail, then raise `Escalation` to the runtime's supervisor."""
     DEAD_LETTER = "dead_letter"
@@ -31,7 +33,7 @@ def crash_verdict(
     """The verdict on a crash of an actor supervised by ``policy``; ``exceeded``
     says the crash went past the restart window, ``failed_seq`` is the message
     being handled (None outside a handler), ``cursor`` the last one committed."""
-    if isinstance(exc, StateError) or policy.restart == "temporary":
+    if isinstance(exc, Permanent) or policy.restart == "temporary":
         return Verdict.FAIL
     if not exceeded:
         return Verdict.RESTART

@@ -14,11 +14,20 @@ __all__ = ["restore"]
 
 def restore(cls: type[Actor], address: str, record: ActorRecord) -> Actor:
     """An instance of ``cls`` from the committed ``record``: its spec, and its
-    snapshot (migrated if written at another ``state_version``) or initial state."""
+    snapshot (migrated if written at another ``state_version``) or initial state.
+    Either not structuring is a `StateError`: `Permanent`, so the actor fails at once."""
+    spec: Any = None
     try:
-        spec: Any = loads(record.spec) if record.spec is not None else None
+        spec = loads(record.spec) if record.spec is not None else None
         if cls.spec_type is not None and spec is not None:
             spec = converter.structure(spec, cls.spec_type)
+    except Exception as exc:
+        raise StateError(
+            f"the spec {address!r} was spawned with does not structure into "
+            f"{getattr(cls.spec_type, '__qualname__', 'JSON')}: {structure_error(exc)}; "
+            "make the spec class take what it was spawned with"
+        ) from exc
+    try:
         if record.state is None:
             state = cls.initial_state(spec)
         else:

@@ -2,7 +2,8 @@
 operations take and answer, the same types from an embedded runtime and
 over the wire.
 
-- ``_actors``: `ActorInfo`, `ActorView` (``list``, ``inspect``).
+- ``_actors``: `ActorInfo`, `ActorView`, `PendingApproval`, `MessageOutcome` (``list``,
+  ``inspect``, ``approvals``, ``send`` with ``wait``).
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
@@ -17,11 +18,14 @@ import them without loading either.
 
 from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
+from ._actors import MessageOutcome as MessageOutcome
+from ._actors import PendingApproval as PendingApproval
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
 from ._run_spec import RunSpec as RunSpec
 from ._run_spec import check_key_env as check_key_env
+from ._run_spec import check_provider_name as check_provider_name
 from ._run_spec import executor_shape_problem as executor_shape_problem
 from ._tasks import TASK_KIND as TASK_KIND
 from ._tasks import Cancelled as Cancelled
@@ -46,6 +50,8 @@ __all__ = [
     "Cancelled",
     "DeadlineExceeded",
     "Failed",
+    "MessageOutcome",
+    "PendingApproval",
     "RunSpec",
     "Settled",
     "Succeeded",
@@ -55,6 +61,7 @@ __all__ = [
     "WaitOutcome",
     "WaitTimedOut",
     "check_key_env",
+    "check_provider_name",
     "executor_shape_problem",
     "message_id_for",
 ]

@@ -6,7 +6,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ActorInfo", "ActorView"]
+from ..mailbox import format_at
+
+__all__ = ["ActorInfo", "ActorView", "MessageOutcome", "PendingApproval"]
 
 
 @attrs.frozen
@@ -32,3 +34,45 @@ class ActorInfo:
     status: str
     mailbox: int
     restarts: int
+
+
+@attrs.frozen
+class PendingApproval:
+    """A tool call that waits for a person's answer (`Runtime.approvals`).
+
+    ``arguments`` are the call's arguments as JSON (the text the model sent
+    when it is no JSON); ``requested_at`` is when it was asked (wall time,
+    seconds), None for a call asked before callboard recorded it.
+    """
+
+    actor: str
+    call_id: str
+    tool: str
+    arguments: Any
+    requested_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As docs/protocol.md's ``approvals`` reply has it."""
+        at = self.requested_at
+        return {
+            "actor": self.actor,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "requested_at": format_at(at) if at is not None else None,
+        }
+
+
+@attrs.frozen
+class MessageOutcome:
+    """How a message came out once its actor handled it (`Runtime.wait_outcome`,
+    ``send --wait``): ``handled``; ``rejected`` (the actor said why, in a
+    ``message.rejected`` event); ``dead_lettered`` (it failed too often); or
+    ``not_handled`` (the actor ended first). ``reason`` unless handled."""
+
+    status: str
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "handled"

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ..codec import strict_json
+
 __all__ = [
     "APPROVALS",
     "DEFAULT_TASK_SYSTEM_PROMPT",
@@ -23,6 +25,7 @@ __all__ = [
     "RunSpec",
     "check_executor_shape",
     "check_key_env",
+    "check_provider_name",
     "executor_shape_problem",
 ]
 
@@ -95,6 +98,19 @@ def check_key_env(instance: Any, attribute: Any, value: object) -> None:
         raise TypeError(f"'api_key_env' must name an environment variable, got {value!r}")
 
 
+_PROVIDERS = ("openai", "anthropic")
+"""``callboard.llm.PROVIDERS``, which this lower layer may not import (a test holds them equal)."""
+
+
+def check_provider_name(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``provider`` is None or a provider ``callboard.llm`` speaks."""
+    if value is not None and value not in _PROVIDERS:
+        raise TypeError(
+            f"'provider' must be 'openai' or 'anthropic' (or absent, for the configured "
+            f"model's), got {value!r}"
+        )
+
+
 def _seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
@@ -125,6 +141,7 @@ def _check_workspace(instance: RunSpec, attribute: Any, value: Any) -> None:
         raise TypeError(f"'workspace' must be an absolute path to a directory, got {value!r}")
 
 
+@strict_json()
 @attrs.frozen
 class RunSpec:
     """How a task is spawned (JSON over the gateway; ``deadline`` in seconds there).
@@ -139,7 +156,7 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` is as in `callboard.agent.SessionSpec`.
+    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -153,3 +170,4 @@ class RunSpec:
     system_prompt: str = DEFAULT_TASK_SYSTEM_PROMPT
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
+    provider: str | None = attrs.field(default=None, validator=check_provider_name)

@@ -158,7 +158,9 @@ class TaskOperations(Protocol):
         ...
 
     async def approve(
-        self, handle: str, call_id: str | None = None, *, approved: bool = True
-    ) -> None:
-        """Answer an ``approval.requested``; durable once it returns."""
+        self, handle: str, call_id: str | None = None, *, approved: bool = True,
+        reason: str | None = None,
+    ) -> None:  # fmt: skip
+        """Answer an ``approval.requested``; durable once it returns. ``reason``
+        reaches the model with a denial."""
         ...

@@ -154,18 +154,20 @@ class TaskFacade(TaskOperations):
         return outcome.record.terminal
 
     async def approve(
-        self, handle: str, call_id: str | None = None, *, approved: bool = True
-    ) -> None:
+        self, handle: str, call_id: str | None = None, *, approved: bool = True,
+        reason: str | None = None,
+    ) -> None:  # fmt: skip
         """Answer an ``approval.requested`` (``approve="ask"``); durable once it returns.
 
         Without ``call_id``, it answers the one call that waits (if only one does).
+        ``reason`` reaches the model in the tool result it sees with a denial.
 
         Raises:
             ActorStopped: the task has settled.
         """
         address = task_address(handle)
         try:
-            await self._host.send(address, "approve", approve_body(call_id, approved))
+            await self._host.send(address, "approve", approve_body(call_id, approved, reason))
         except ActorStopped:
             raise await self._refusal(address) from None
 

@@ -181,9 +181,13 @@ def settled_refusal(address: str, record: TaskRecord | None) -> ActorStopped:
     )
 
 
-def approve_body(call_id: str | None, approved: bool) -> dict[str, object]:
+def approve_body(
+    call_id: str | None, approved: bool, reason: str | None = None
+) -> dict[str, object]:
     """The body of an ``approve`` message."""
     body: dict[str, object] = {"approved": approved}
     if call_id is not None:
         body["call_id"] = call_id
+    if reason is not None:
+        body["reason"] = reason
     return body
