@@ -78,6 +78,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Failed",
         "MessageOutcome",
         "PendingApproval",
+        "OutputPage",
         "RunSpec",
         "Settled",
         "Succeeded",
@@ -158,6 +159,7 @@ if TYPE_CHECKING:
     from .views import DeadlineExceeded as DeadlineExceeded
     from .views import Failed as Failed
     from .views import MessageOutcome as MessageOutcome
+    from .views import OutputPage as OutputPage
     from .views import PendingApproval as PendingApproval
     from .views import RunSpec as RunSpec
     from .views import Settled as Settled
@@ -194,6 +196,7 @@ __all__ = [
     "Message",
     "MessageOutcome",
     "ModelError",
+    "OutputPage",
     "PathEscape",
     "PendingApproval",
     "Permanent",

@@ -123,6 +123,8 @@ async def test_inspect_prints_the_fields_and_the_state(tmp_path):
         "head": 2,
         "restarts": 0,
         "last_error": None,
+        "spec": None,
+        "summary": None,
     }
 
 

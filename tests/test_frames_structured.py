@@ -23,6 +23,7 @@ from callboard.gateway._frames import (
     Hello,
     Inspect,
     ListActors,
+    Output,
     Ping,
     Request,
     Send,
@@ -59,6 +60,8 @@ REQUESTS = [
     DeadLetters("d2"),
     Requeue("r1", 7),
     Delete("x1", "session/old"),
+    Output("o1", "job/ab12", 1234, 4096),
+    Output("o2", "job/ab12"),
 ]
 
 
@@ -105,7 +108,8 @@ def test_an_unknown_op_is_refused_naming_the_ops_there_are_before_any_field():
     assert result == FrameError(
         "bad_request",
         "field 'op' has unknown op \"launch\" (a string); known: approvals, dead_letters, "
-        "delete, hello, inspect, list, ping, requeue, send, spawn, stop, subscribe, unsubscribe",
+        "delete, hello, inspect, list, output, ping, requeue, send, spawn, stop, subscribe, "
+        "unsubscribe",
         "7",
         "launch",
     )
@@ -190,6 +194,12 @@ BAD_FIELDS = [
     ({"op": "requeue", "id": "1", "dead_letter": "7"},
      "field 'dead_letter' must be an integer >= 1 (a dead letter's id), got \"7\" (a string)"),
     ({"op": "delete", "id": "1"}, "field 'actor' is missing: it must be a string"),
+    # output
+    ({"op": "output", "id": "1"}, "field 'job' is missing: it must be a string"),
+    ({"op": "output", "id": "1", "job": "job/a", "after": -1},
+     "field 'after' must be an integer >= 0 (a byte offset), got -1 (a number)"),
+    ({"op": "output", "id": "1", "job": "job/a", "limit": 0},
+     "field 'limit' must be an integer >= 1 (bytes in one reply), got 0 (a number)"),
     # hello
     ({"op": "hello", "id": "1", "protocol": "1"},
      "field 'protocol' must be an integer, got \"1\" (a string)"),

@@ -327,6 +327,7 @@ async def test_inspect_reports_the_committed_state_and_its_bookkeeping(served):
     assert view == {
         "actor": "counter/a", "kind": "counter", "status": "active", "state": {"count": 7},
         "cursor": 2, "mailbox": 0, "head": 3, "restarts": 0, "last_error": None,
+        "spec": None, "summary": None,
     }  # fmt: skip
 
 

@@ -235,7 +235,7 @@ async def test_task_run_streams_an_approval_request_and_goes_on_once_it_is_answe
                     chunk = await process.stdout.receive_some()
                     assert chunk, f"task run ended before asking: {shown!r}"
                     shown += chunk
-                handle = re.search(rb"callboard send (task/\S+) approve", shown)
+                handle = re.search(rb"callboard approve (task/\S+) ", shown)
                 assert handle is not None, shown
                 async with connect(url) as client:
                     await client.tasks.approve(handle.group(1).decode())

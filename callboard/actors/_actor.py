@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from ._policy import Supervision
 
@@ -13,7 +13,15 @@ if TYPE_CHECKING:
     from ..views import PendingApproval
     from ._context import Context
 
-__all__ = ["Actor"]
+__all__ = ["Actor", "Logs"]
+
+
+class Logs(Protocol):
+    """One actor's committed logs, read (what `Actor.summarize` is handed)."""
+
+    async def read_log(self, log: str, start: int = 0, limit: int = 1000) -> list[Any]: ...
+
+    async def log_length(self, log: str) -> int: ...
 
 
 class Actor:
@@ -110,6 +118,13 @@ class Actor:
         reshapes do. Called only when the versions differ.
         """
         return data
+
+    @classmethod
+    async def summarize(cls, state: Any, logs: Logs) -> dict[str, Any] | None:
+        """What ``inspect`` adds about an actor of this kind (a session's
+        conversation), from its committed ``state`` (as JSON) and ``logs``;
+        None, the default, adds nothing. It only reads."""
+        return None
 
     def is_busy(self) -> bool:
         """True while the state records unfinished work (a running turn or job).

@@ -12,6 +12,8 @@ General layout, bottom up:
   their commands run (this machine, or another over ssh).
 - ``_bodies``: the bodies of the messages a session and a task take, as
   strict types (a body that does not fit is rejected naming the field).
+- ``_steer``: a prompt's mode against a running turn: ``steer`` joins it at its
+  next model call, ``interrupt`` cancels it and goes first (sessions and tasks).
 - ``_session_spec``, ``_session``: the `Session` actor kind (``session``): a
   conversation and a prompt queue driven by messages.
 - ``_task_spec``: what a task is made of: `TaskState`, the stored terminal (its

@@ -19,6 +19,7 @@ import attrs
 from ..actors import Context
 from ..codec import JSONShapeError, strict_json, structure_json
 from ..mailbox import Message
+from ..views import PromptMode
 from ._turn_runner import reject
 
 __all__ = [
@@ -36,9 +37,11 @@ B = TypeVar("B")
 @strict_json(shorthand="text")
 @attrs.frozen
 class TextBody:
-    """``prompt`` to a session, ``message`` to a task: ``{"text": "..."}``, or the text alone."""
+    """``prompt`` to a session, ``message`` to a task: ``{"text": "..."}``, or the text alone;
+    ``mode`` says how it meets a running turn (``_steer``)."""
 
     text: str
+    mode: PromptMode = "queue"
 
 
 @strict_json()

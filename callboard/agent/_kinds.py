@@ -28,7 +28,9 @@ def builtin_kinds(settings: Mapping[str, Any] | None = None) -> tuple[type[Actor
     The settings read, each optional: ``workspace`` (where a task without one
     works; made absolute here), ``model_url`` and ``model`` (the model new
     sessions and tasks use), ``jobs_dir`` (default ``<data_dir>/jobs``; made
-    absolute here), and
+    absolute here), ``job_output_cap`` and ``job_output_interval`` (how much of
+    a job's output is kept, 1 MiB, and how often it is copied while the job
+    runs, 0.5 s), and
     the confinement the operator allows: ``workspace_roots``,
     ``allowed_model_urls``, ``allowed_key_envs``, ``allowed_ssh_hosts``,
     ``secret_env``, ``private_paths``, ``sandbox`` (see ``callboard serve``).

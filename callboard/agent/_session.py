@@ -6,7 +6,8 @@ it, and goes on while the queue has prompts and the session is not paused.
 Handlers keep running while a turn runs: a new prompt is queued, ``pause``
 holds the queue after the running turn, ``cancel`` cancels the turn's scope
 and records its end in the handler's own commit, ``approve`` answers a
-pending approval and wakes the runner.
+pending approval and wakes the runner. A prompt's ``mode`` may instead steer
+it into the running turn or interrupt that turn (``_steer``).
 
 Background jobs: the session keeps its jobs in its
 state (``_job_tools``). A job's ``job.finished`` is a *machine event*: it
@@ -38,12 +39,14 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ..views import PromptMode
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
+from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._turn import AgentSettings, ConversationLog, close_turn_records
 from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
@@ -61,7 +64,8 @@ class QueuedPrompt:
 @attrs.define
 class SessionState:
     """The snapshot: the queue, whether it is held, the running turn's journal, the
-    session's background jobs and the machine events no model call has taken yet."""
+    session's background jobs, the machine events no model call has taken yet and
+    the prompts steered into the running turn that it has not taken yet (``_steer``)."""
 
     queue: list[QueuedPrompt] = attrs.Factory(list)
     paused: bool = False
@@ -70,12 +74,14 @@ class SessionState:
     turns: int = 0  # turn ids issued so far
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    steering: list[Steer] = attrs.Factory(list)
 
 
 class Session(TurnRunner):
     """An interactive agent session. See the module docstring.
 
-    Messages: ``prompt`` (``{"text"}`` or a string), ``queue.remove`` (``{"id"}``),
+    Messages: ``prompt`` (``{"text", "mode"}`` or a string; ``mode`` is ``queue``,
+    ``steer`` or ``interrupt``, see ``_steer``), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
     (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
     ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
@@ -111,6 +117,7 @@ class Session(TurnRunner):
                 close_turn_records(ctx, turn, self._chat, INTERRUPTED_RESULT)
                 self.state.active = None
                 ctx.emit("turn.interrupted", turn_event(turn, prompt=turn.prompt))
+                self._unsteer(ctx)
                 if not self.state.paused:
                     self.state.paused = True
                     ctx.emit("session.paused", {"reason": "a turn was interrupted by a restart"})
@@ -135,7 +142,7 @@ class Session(TurnRunner):
             if not prompt.text.strip():
                 reject(ctx, message, "a prompt needs non-empty text: {'text': '...'}")
                 return
-            self._enqueue(ctx, prompt.text)
+            self._prompt(ctx, prompt.text, prompt.mode)
         elif message.type == "queue.remove":
             if (removal := read_body(ctx, message, QueueRemoveBody)) is not None:
                 self._remove(ctx, message, removal.id)
@@ -165,15 +172,28 @@ class Session(TurnRunner):
 
     # -- the queue ----------------------------------------------------------------
 
-    def _enqueue(self, ctx: Context, text: str) -> None:
+    def _prompt(self, ctx: Context, text: str, mode: PromptMode) -> None:
+        """A prompt meets the running turn as its ``mode`` says; with none running, it is queued."""
         self.state.prompts += 1
         entry = QueuedPrompt(f"p{self.state.prompts}", text)
-        self.state.queue.append(entry)
-        ctx.emit(
-            "queue.enqueued",
-            {"id": entry.id, "text": text, "position": len(self.state.queue) - 1},
-        )
+        turn = self.state.active
+        if turn is None or mode == "queue":
+            self._queue_at(ctx, len(self.state.queue), [entry])
+        elif mode == "steer":
+            steer = Steer(entry.id, text)
+            self.state.steering.append(steer)
+            announce_steer(ctx, turn, steer)
+        else:
+            self._stop_turn(ctx, turn)
+            ctx.emit("turn.interrupted", interrupted_by(turn, entry.id))
+            self._unsteer(ctx)
+            self._queue_at(ctx, 0, [entry])  # first in line: the runner starts it next
         self._wake(ctx)
+
+    def _queue_at(self, ctx: Context, position: int, entries: list[QueuedPrompt]) -> None:
+        for at, entry in enumerate(entries, start=position):
+            self.state.queue.insert(at, entry)
+            ctx.emit("queue.enqueued", {"id": entry.id, "text": entry.text, "position": at})
 
     def _remove(self, ctx: Context, message: Message, prompt_id: str) -> None:
         index = self._index(prompt_id)
@@ -211,6 +231,14 @@ class Session(TurnRunner):
 
     # -- the running turn ------------------------------------------------------------
 
+    def _take_steers(self, ctx: Context, turn: TurnJournal) -> list[dict[str, Any]]:
+        steers, self.state.steering = self.state.steering, []
+        return steer_into(ctx, turn, self._chat, steers)
+
+    def _unsteer(self, ctx: Context) -> None:
+        steers, self.state.steering = self.state.steering, []
+        self._queue_at(ctx, 0, [QueuedPrompt(s.id, s.text) for s in steers])
+
     def _cancel(self, ctx: Context, message: Message, turn_id: str | None) -> None:
         turn = self.state.active
         if turn is None or (turn_id is not None and turn_id != turn.turn_id):
@@ -219,6 +247,7 @@ class Session(TurnRunner):
             return
         self._stop_turn(ctx, turn)
         ctx.emit("turn.cancelled", turn_event(turn))
+        self._unsteer(ctx)
 
     def _start_next(self, ctx: Context) -> bool:
         """Start a turn: for the waiting machine events (all of them), else the next
@@ -250,6 +279,7 @@ class Session(TurnRunner):
             self.state.active = None
             error = {"error": str(exc), "retryable": exc.retryable, "status": exc.status}
             ctx.emit("turn.failed", {**turn_event(turn), **error})
+            self._unsteer(ctx)
             await ctx.checkpoint()
             return
         if answer is None:

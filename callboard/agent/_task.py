@@ -2,7 +2,8 @@
 
 A task runs without a person. Its first turn asks the prompt; each follow-up
 ``message`` gets its own turn (one at a time, in the order they arrived) and
-its own reply; when a turn ends and no message waits, the task settles
+its own reply (or, by its ``mode``, joins the running turn or interrupts it:
+``_steer``); when a turn ends and no message waits, the task settles
 ``succeeded`` with that turn's answer. ``cancel`` settles ``cancelled`` at
 once (closing the model stream, stopping a running tool), the deadline timer
 ``deadline_exceeded``, a model that cannot be asked ``failed``. Settling is
@@ -37,6 +38,7 @@ from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
+from ..views import PromptMode
 from ._bodies import ApproveBody, TextBody, read_body
 from ._confinement import (
     check_directory,
@@ -48,6 +50,7 @@ from ._confinement import (
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
+from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._task_spec import (
     CONVERSATION_LOG,
     NO_WORKSPACE_HELP,
@@ -77,8 +80,9 @@ class TaskJobsState(TaskState):
 class Task(TurnRunner):
     """An autonomous agent run. See the module docstring.
 
-    Messages: ``message`` (``{"text"}`` or a string; its id is
-    `message_id_for` its seq), ``cancel``, ``approve`` (``{"call_id",
+    Messages: ``message`` (``{"text", "mode"}`` or a string; its id is
+    `message_id_for` its seq; ``mode`` is ``queue``, ``steer`` or ``interrupt``,
+    see ``_steer``), ``cancel``, ``approve`` (``{"call_id",
     "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
     from one of its jobs. After the task settled, a message is answered with
     ``message.rejected``.
@@ -153,10 +157,8 @@ class Task(TurnRunner):
             if not follow_up.text.strip():
                 reject(ctx, message, "a message needs non-empty text: {'text': '...'}")
                 return
-            entry = TaskMessage(message_id_for(message.seq), follow_up.text)
-            self.state.messages.append(entry)
-            ctx.emit("message.queued", {"message_id": entry.id, "text": follow_up.text})
-            self._wake(ctx)
+            self._follow_up(ctx, TaskMessage(message_id_for(message.seq), follow_up.text),
+                            follow_up.mode)  # fmt: skip
         elif message.type == "cancel":
             self._settle(ctx, TaskOutcome("cancelled"))
         elif message.type == "deadline":
@@ -170,6 +172,39 @@ class Task(TurnRunner):
             self._job_finished(ctx, message, body)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
+
+    def _follow_up(self, ctx: Context, entry: TaskMessage, mode: PromptMode) -> None:
+        """A follow-up meets the running turn as its ``mode`` says; with none running,
+        it is queued."""
+        messages, turn = self.state.messages, self.state.active
+        if turn is not None and mode == "steer":
+            entry.status = "steering"
+            messages.append(entry)
+            announce_steer(ctx, turn, Steer(entry.id, entry.text))
+            return
+        at = len(messages)
+        if turn is not None and mode == "interrupt":
+            self._stop_turn(ctx, turn)
+            ctx.emit("turn.interrupted", interrupted_by(turn, entry.id))
+            self._unsteer(ctx)
+            # Before every message still waiting: the runner starts its turn next.
+            at = next((i for i, m in enumerate(messages) if m.status == "queued"), at)
+        messages.insert(at, entry)
+        ctx.emit("message.queued", {"message_id": entry.id, "text": entry.text})
+        self._wake(ctx)
+
+    def _take_steers(self, ctx: Context, turn: TurnJournal) -> list[dict[str, Any]]:
+        steering = [m for m in self.state.messages if m.status == "steering"]
+        items = steer_into(ctx, turn, self._chat, [Steer(m.id, m.text) for m in steering])
+        for entry in steering:
+            entry.status, entry.text = "running", ""  # from here on, the log holds it
+        return items
+
+    def _unsteer(self, ctx: Context) -> None:
+        for entry in self.state.messages:
+            if entry.status == "steering":
+                entry.status = "queued"
+                ctx.emit("message.queued", {"message_id": entry.id, "text": entry.text})
 
     # -- settling --------------------------------------------------------------
 
@@ -187,7 +222,7 @@ class Task(TurnRunner):
         if turn is not None:
             self._stop_turn(ctx, turn)
         for entry in state.messages:
-            if entry.status in ("queued", "running"):
+            if entry.status in ("queued", "steering", "running"):
                 entry.status, entry.text = "unanswered", ""
         stop_jobs_of_ending_owner(ctx, state.jobs)
         if state.deadline_at is not None:
@@ -246,7 +281,7 @@ class Task(TurnRunner):
         state.answer = answer
         ctx.emit("turn.completed", {**turn_event(turn), "answer": answer})
         for entry in state.messages:
-            if entry.id == turn.prompt_id:
+            if entry.status == "running":  # its own message, and those steered into it
                 # drive_turn logged the answer last; the reply is read from there.
                 entry.status, entry.reply_at = "answered", len(self._chat.items(ctx)) - 1
                 ctx.emit("message.answered", {"message_id": entry.id, "result": answer})

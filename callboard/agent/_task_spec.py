@@ -46,7 +46,11 @@ TerminalStatus = Literal["succeeded", "failed", "cancelled", "deadline_exceeded"
 @attrs.define
 class TaskMessage:
     """A follow-up message: ``queued``, ``running`` (its turn began), then
-    ``answered``, or ``unanswered`` when the task settled first.
+    ``answered``, or ``unanswered`` when the task settled first. A steered one
+    is ``steering`` until the running turn takes it, then ``running`` in that
+    turn (``_steer``); every ``running`` message is answered by the turn that
+    completes next, so one whose turn was interrupted by another message gets
+    the reply of the turn that replaced it.
 
     The snapshot stays small however long the texts are: ``text`` is kept only
     while the message waits (its turn logs it), and the reply is the item
@@ -55,7 +59,7 @@ class TaskMessage:
 
     id: str
     text: str = ""
-    status: Literal["queued", "running", "answered", "unanswered"] = "queued"
+    status: Literal["queued", "steering", "running", "answered", "unanswered"] = "queued"
     reply_at: int | None = None
 
 

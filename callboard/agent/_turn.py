@@ -17,7 +17,9 @@ same way and records nothing: the next activation takes the turn up again.
 The owner takes part through two explicit arguments: ``jobs`` (its
 `JobTools`, handed to every tool call) and ``before_model_call``, a hook
 that may append messages to the conversation (machine events: a background
-job finished) right before the model is asked. The start of a model call is
+job finished; prompts steered into the turn) right before the model is
+asked; what it appends is committed before the model is asked, so it is
+announced at once and read by the model once. The start of a model call is
 the one moment that is always a step boundary (between an assistant message
 with tool calls and its tool results nothing may stand). The hook is also
 called when the model answers with text: if it appends anything, the turn
@@ -27,6 +29,7 @@ event that arrived while the turn ran.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -174,19 +177,23 @@ async def drive_turn(
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
-            if before_model_call is not None:
-                before_model_call(turn)  # committed with the model's answer
+            if before_model_call is not None and before_model_call(turn):
+                # What joined the turn is recorded (and announced) before the model reads it.
+                await ctx.checkpoint()
+            began = time.monotonic()
             reply = await _ask_model(ctx, turn, settings, chat, client)
+            elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
             chat.append(ctx, record_reply(turn, content, reply.tool_calls))
-            ctx.emit("assistant.message", _assistant_event(turn, reply))
+            ctx.emit("assistant.message", _assistant_event(turn, reply, elapsed))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
                 # arrives later finds the turn over and starts its own.
                 if before_model_call is None or not before_model_call(turn):
                     return turn.answer or ""
                 _reopen(turn)
+                await ctx.checkpoint()  # the answer and what came after it, before asking again
         elif isinstance(step, RunTool):
             call = step.call
             record_started(turn, call.id)
@@ -298,13 +305,15 @@ async def _ask_model(
             attempt += 1
 
 
-def _assistant_event(turn: TurnJournal, reply: AssistantReply) -> dict[str, Any]:
+def _assistant_event(turn: TurnJournal, reply: AssistantReply, elapsed: float) -> dict[str, Any]:
     event = {
         "turn_id": turn.turn_id,
         "content": reply.content or reply.refusal,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
         "finish_reason": reply.finish_reason,
         "usage": reply.usage,
+        # Seconds from asking the model to its whole answer, its retries included.
+        "elapsed": round(elapsed, 6),
     }
     if reply.refusal:
         event["refusal"] = reply.refusal  # the model declined: say so, beside the text

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import trio
 
-from ..actors import Actor, Context
+from ..actors import Actor, Context, Logs
 from ..errors import ModelError
 from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
@@ -31,6 +31,7 @@ from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
 from ._session_spec import SessionSpec
+from ._summary import conversation_summary
 from ._task_spec import RunSpec
 from ._turn import AgentSettings, ConversationLog, close_turn_records, drive_turn
 
@@ -47,6 +48,11 @@ class TurnRunner(Actor):
     """
 
     _chat: ConversationLog
+
+    @classmethod
+    async def summarize(cls, state: Any, logs: Logs) -> dict[str, Any] | None:
+        """The conversation's length, its last turn and the running one (`_summary`)."""
+        return await conversation_summary(state, logs)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -70,6 +76,14 @@ class TurnRunner(Actor):
 
     def _job_tools(self, ctx: Context) -> JobTools:
         raise NotImplementedError
+
+    def _take_steers(self, ctx: Context, turn: TurnJournal) -> list[dict[str, Any]]:
+        """Append the prompts steered into ``turn`` to its conversation (``_steer``)."""
+        return []
+
+    def _unsteer(self, ctx: Context) -> None:
+        """The turn ended without taking its steers: hand them back as prompts (after
+        the turn's end is emitted, in its commit)."""
 
     # -- the runner ------------------------------------------------------------------
 
@@ -111,7 +125,8 @@ class TurnRunner(Actor):
         """
 
         def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
-            return take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+            events = take_machine_events(ctx, self.state.machine_events, turn, self._chat)
+            return events + self._take_steers(ctx, turn)
 
         answer, failure = "", None
         with trio.CancelScope() as scope:

@@ -15,7 +15,16 @@ from .._version import __version__
 
 __all__ = ["build_parser", "main"]
 
-_MODULES = ("_serve", "_commands", "_verbs_operator", "_jobs", "_task", "_repl", "_token")
+_MODULES = (
+    "_serve",
+    "_commands",
+    "_verbs_operator",
+    "_jobs",
+    "_task",
+    "_repl",
+    "_token",
+    "_output",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

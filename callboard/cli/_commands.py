@@ -4,8 +4,9 @@ Each opens one connection, does one thing and exits with a code a script
 can act on:
 
 ====  ==========================================================
-0     done (``tail``: ended with Ctrl-C)
-1     the server answered with an error (the message says which)
+0     done (``tail``: the actor ended, or Ctrl-C)
+1     the server answered with an error (the message says which), or a
+      verb's outcome was not a success (``task wait``: the task failed)
 2     usage: a missing or malformed argument, JSON that does not parse
 3     the gateway cannot be reached, refused the handshake, or the
       connection dropped before the reply
@@ -93,7 +94,8 @@ def add_parsers(subparsers: Any, verbs: dict[str, Verb] = VERBS) -> None:
         parser.add_argument(
             "--json",
             action="store_true",
-            help="print JSON (tail: one event object per line) instead of columns",
+            help="print JSON (tail: one event object per line, raw) instead of columns "
+            "(tail: events rendered for people)",
         )
         parser.set_defaults(func=lambda args, verb=verb: run_command(verb, args))
 
@@ -101,7 +103,7 @@ def add_parsers(subparsers: Any, verbs: dict[str, Verb] = VERBS) -> None:
 def run_command(verb: Verb, args: argparse.Namespace) -> int:
     """Run one verb to its end and turn its outcome into an exit code."""
     logging.basicConfig(level=logging.WARNING, format="callboard: %(message)s")
-    out = Output(write=_print_line, json=args.json)
+    out = Output(write=_print_line, json=args.json, raw=_print_raw)
     interrupted = EXIT_OK if verb.name == "tail" else EXIT_INTERRUPTED
     try:
         return trio.run(_interruptible, verb, args, out, interrupted)
@@ -148,7 +150,7 @@ async def _interruptible(
 
 
 async def _run(verb: Verb, args: argparse.Namespace, out: Output) -> int:
-    forever = verb.name == "tail"
+    forever = verb.reconnect or bool(getattr(args, "follow", False))
     try:
         async with connect(
             args.url,
@@ -156,18 +158,23 @@ async def _run(verb: Verb, args: argparse.Namespace, out: Output) -> int:
             client_name=_CLIENT_NAME,
             reconnect=Backoff() if forever else None,
         ) as client:
-            await verb.run(client, args, out)
+            code = await verb.run(client, args, out)
     except ConnectionFailed as exc:
         _error(str(exc))
         return EXIT_UNREACHABLE
     except CallboardError as exc:
         _error(str(exc))
         return EXIT_ERROR
-    return EXIT_OK
+    return code or EXIT_OK
 
 
 def _print_line(line: str) -> None:
     print(line, flush=True)
+
+
+def _print_raw(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _error(message: str) -> None:

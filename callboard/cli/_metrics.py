@@ -1,8 +1,10 @@
-"""Prometheus metrics for ``callboard serve --metrics-port``, behind the same token.
+"""Prometheus metrics for ``callboard serve --metrics-port``, behind the same token,
+and the health endpoints a load balancer or a supervisor asks, without it.
 
 The exposition runs on its own port, in a thread (prometheus_client is
-synchronous), and every scrape samples on the trio thread. Two checks come
-before any metric is read:
+synchronous), and every scrape samples on the trio thread (`sample`), with
+prometheus_client's ``process_*`` metrics of this process beside ours. Two
+checks come before any metric is read:
 
 - **Host**: the request's ``Host`` must name the address the server bound
   (or ``localhost``/``127.0.0.1``/``[::1]`` for a loopback bind), with its
@@ -10,6 +12,13 @@ before any metric is read:
   its DNS name to 127.0.0.1 sends its own name, so it is refused.
 - **Token**: ``Authorization: Bearer TOKEN`` with the operator token; else
   401. Prometheus sends it with ``authorization: {credentials_file: ...}``.
+
+``GET /healthz`` (the process's event loop answers) and ``GET /readyz`` (the store takes
+writes: `Runtime.writable`) need neither: load balancers and supervisors
+probe them with no credentials, often by an address of their own, so they
+are answered before the two checks. They tell nothing but one bit: a fixed
+word and 200, or 503, the same bytes whatever the reason, and they read no
+state that a scrape would.
 """
 
 from __future__ import annotations
@@ -26,69 +35,13 @@ import trio
 from ..errors import CallboardError
 from ..gateway import Gateway, is_loopback
 from ..runtime import Runtime
+from ._event_metrics import TAPPED, AgentMetrics
+from ._metric_samples import families, sample
 
 __all__ = ["serve_metrics"]
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-async def _sample(rt: Runtime, gateway: Gateway) -> list[tuple[str, str, str, Any]]:
-    """(kind, name, help, value) of every metric; value may be {label: value}."""
-    stats = rt.statistics()
-    gw = gateway.statistics()
-    return [
-        ("counter", "callboard_messages_accepted", "Messages acknowledged (all senders)",
-         stats.messages_accepted),
-        ("counter", "callboard_gateway_sends_accepted", "Messages acknowledged to gateway clients",
-         gw.sends_accepted_total),
-        ("counter", "callboard_actor_commits", "Actor steps committed", stats.commits),
-        ("counter", "callboard_store_commits", "Store transactions (one fsync each)",
-         stats.store_batches),
-        ("counter", "callboard_store_operations", "Writes in those transactions",
-         stats.store_operations),
-        ("gauge", "callboard_store_batch_size_max", "Largest group commit so far",
-         stats.store_largest_batch),
-        ("counter", "callboard_store_commit_seconds", "Time in transactions, fsync included",
-         stats.store_seconds),
-        ("gauge", "callboard_store_healthy",
-         "1 while the store takes writes; 0 from an I/O error until it has recovered",
-         int(stats.store_healthy)),
-        ("counter", "callboard_store_recoveries", "Fail-stops the store recovered from",
-         stats.store_recoveries),
-        ("gauge", "callboard_actors_active", "Actors in memory", stats.active),
-        ("gauge", "callboard_actors", "Actors by stored status", await rt.actor_counts()),
-        ("counter", "callboard_actor_activations", "Actors brought into memory",
-         stats.activations),
-        ("counter", "callboard_actor_passivations", "Idle actors dropped from memory",
-         stats.passivations),
-        ("gauge", "callboard_actors_resting", "Actors in memory with no task (idle)",
-         stats.resting),
-        ("counter", "callboard_actor_restarts", "Restarts after crashes", stats.restarts),
-        ("gauge", "callboard_dead_letters", "Messages in the dead letters",
-         await rt.dead_letter_count()),
-        ("counter", "callboard_lagged_subscriptions", "Subscriptions that fell behind",
-         stats.lagged),
-        ("counter", "callboard_retention_passes", "Retention passes finished",
-         stats.retention_passes),
-        ("counter", "callboard_events_pruned", "Events removed by retention", stats.events_pruned),
-        ("counter", "callboard_actors_removed", "Stopped actors removed by retention",
-         stats.actors_removed),
-        ("counter", "callboard_dead_letters_expired", "Dead letters removed by retention",
-         stats.dead_letters_expired),
-        ("counter", "callboard_store_pages_freed", "Free pages given back to the file system",
-         stats.pages_freed),
-        ("gauge", "callboard_subscribers", "Event subscriptions in the hub",
-         stats.subscribers),
-        ("gauge", "callboard_gateway_connections", "Open gateway connections", gw.connections),
-        ("counter", "callboard_gateway_connections_accepted", "Connections accepted",
-         gw.connections_total),
-        ("counter", "callboard_gateway_lagged", "Subscriptions ended with lagged",
-         gw.lagged_total),
-        ("counter", "callboard_gateway_dropped", "Connections dropped for not reading",
-         gw.dropped_total),
-        ("gauge", "callboard_gateway_queued_frames", "Frames waiting to be written",
-         gw.queued_frames),
-    ]  # fmt: skip
+_READY_TIMEOUT = 10.0  # seconds a readiness probe waits for the trio thread and the store
 
 
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
@@ -108,9 +61,16 @@ def _hosts(host: str, port: int) -> frozenset[str]:
 
 
 def _guarded(
-    app: Callable[..., Iterable[bytes]], hosts: frozenset[str], authorized: Callable[[str], bool]
+    app: Callable[..., Iterable[bytes]],
+    hosts: frozenset[str],
+    authorized: Callable[[str], bool],
+    alive: Callable[[], bool],
+    ready: Callable[[], bool],
 ) -> Callable[..., Iterable[bytes]]:
     def guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            return _health(environ, start_response, alive() if path == "/healthz" else ready())
         host = str(environ.get("HTTP_HOST", "")).lower()
         if host not in hosts:
             start_response("421 Misdirected Request", [("Content-Type", "text/plain")])
@@ -127,6 +87,20 @@ def _guarded(
     return guard
 
 
+def _health(
+    environ: dict[str, Any], start_response: Callable[..., Any], ok: bool
+) -> Iterable[bytes]:
+    """The answer of a health endpoint: one bit, the same bytes for every failure."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        start_response(
+            "405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")]
+        )
+        return [b"GET it\n"]
+    status, body = ("200 OK", b"ok\n") if ok else ("503 Service Unavailable", b"unavailable\n")
+    start_response(status, [("Content-Type", "text/plain"), ("Cache-Control", "no-store")])
+    return [] if environ["REQUEST_METHOD"] == "HEAD" else [body]
+
+
 async def serve_metrics(
     rt: Runtime,
     gateway: Gateway,
@@ -138,29 +112,41 @@ async def serve_metrics(
 ) -> None:
     """Prometheus exposition on its own port until cancelled; ``started(url)``."""
     try:
-        from prometheus_client import CollectorRegistry, make_wsgi_app
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
     except ImportError:
         raise CallboardError(
             "--metrics-port needs prometheus_client: pip install 'callboard[metrics]'"
         ) from None
     trio_token = trio.lowlevel.current_trio_token()
+    agent = AgentMetrics()
+    rt.tap(TAPPED, agent.observe)
 
     class Collector:
         def collect(self) -> Any:
             try:
-                sampled = trio.from_thread.run(_sample, rt, gateway, trio_token=trio_token)
+                sampled = trio.from_thread.run(sample, rt, gateway, agent, trio_token=trio_token)
             except trio.RunFinishedError:
                 return
-            for kind, name, text, value in sampled:
-                family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-                if isinstance(value, dict):
-                    metric = family(name, text, labels=["status"])
-                    for label, count in sorted(value.items()):
-                        metric.add_metric([label], count)
-                    yield metric
-                else:
-                    yield family(name, text, value=value)
+            yield from families(sampled)
+
+    def alive() -> bool:
+        # The event loop answers (one that is wedged leaves the probe to time out).
+        try:
+            return trio.from_thread.run_sync(bool, 1, trio_token=trio_token)
+        except trio.RunFinishedError:
+            return False
+
+    def ready() -> bool:
+        # On an exposition thread: ask the trio thread, bounded.
+        async def probe() -> bool:
+            with trio.move_on_after(_READY_TIMEOUT):
+                return await rt.writable()
+            return False
+
+        try:
+            return trio.from_thread.run(probe, trio_token=trio_token)
+        except trio.RunFinishedError:
+            return False
 
     def authorized(presented: str) -> bool:
         # Checked off the trio thread: compare_digest needs no trio.
@@ -168,10 +154,11 @@ async def serve_metrics(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
+    ProcessCollector(registry=registry)  # process_*: CPU, memory, open files, start time
     app = make_wsgi_app(registry)
     server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
     bound = server.server_port
-    server.set_app(_guarded(app, _hosts(host, bound), authorized))
+    server.set_app(_guarded(app, _hosts(host, bound), authorized, alive, ready))
     async with trio.open_nursery() as nursery:
         # Abandoned on cancel: shutdown() below is what ends serve_forever.
         nursery.start_soon(

@@ -41,17 +41,22 @@ from ._commands import (
     token_of,
 )
 from ._jobs import JOBS
+from ._output import OUTPUT
+from ._tailing import tail
+from ._task_verbs import TASK
 from ._verbs import VERBS as _CLI_VERBS
-from ._verbs import Output, event_json, format_event
+from ._verbs import Output
 from ._verbs_operator import ADDRESS_FIRST, OPERATOR_VERBS
 
 # The REPL offers every verb the command line has, jobs included.
 VERBS = {**_CLI_VERBS, JOBS.name: JOBS, **OPERATOR_VERBS}
+VERBS[OUTPUT.name] = OUTPUT
+VERBS[TASK.name] = TASK
 
 __all__ = ["add_parsers"]
 
 PROMPT = "callboard> "
-_ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail", *ADDRESS_FIRST}
+_ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail", "output", *ADDRESS_FIRST}
 _EXTRA_HELP = {
     "untail": ("untail [ADDRESS]", "stop printing an actor's events (all, without ADDRESS)"),
     "help": ("help [COMMAND]", "list the commands, or explain one"),
@@ -194,7 +199,8 @@ class Repl:
             if name == "tail":
                 await self._start_tail(args, out)
             else:
-                await VERBS[name].run(self.client, args, out)
+                if await VERBS[name].run(self.client, args, out):
+                    self.failed = True  # the verb's outcome was no success (task wait)
                 if name in ("spawn", "stop", "delete"):
                     await self.refresh_addresses()
 
@@ -207,17 +213,19 @@ class Repl:
         self, args: argparse.Namespace, out: Output, *, task_status: trio.TaskStatus[None]
     ) -> None:
         address = args.address
-        pattern = address == "*" or address.endswith("/*")
         started = False
+
+        def subscribed() -> None:
+            nonlocal started
+            task_status.started()
+            started = True
+            _say(f"tailing {address}; untail {address} to stop")
+
         with trio.CancelScope() as scope:
             self._tails[address] = scope
             try:
-                async with self.client.subscribe(address, after=args.after) as events:
-                    task_status.started()
-                    started = True
-                    _say(f"tailing {address}; untail {address} to stop")
-                    async for event in events:
-                        out.emit(format_event(event, with_actor=pattern), event_json(event))
+                await tail(self.client, address, args.after, out, subscribed=subscribed)
+                _say(f"stopped tailing {address}: it has ended")
             except CallboardError as exc:
                 if not started:
                     raise  # the tail command itself failed: execute() reports it

@@ -38,6 +38,7 @@ from ..llm import PROVIDERS, check_provider
 from ..runtime import open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
+from ._logs import configure_logging, log_lifecycle
 from ._metrics import serve_metrics
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
@@ -75,6 +76,9 @@ def add_parsers(subparsers: Any) -> None:
     add("--kind", action="append", default=[], metavar="MODULE:CLASS",
         help="an actor kind to load, e.g. mypkg.kinds:Reviewer (repeatable)")  # fmt: skip
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add("--log-format", default="text", choices=["text", "json"],
+        help="log as text lines, or one JSON object a line for a log shipper "
+        "(%(default)s)")  # fmt: skip
     add("--metrics-port", type=int, default=None, metavar="PORT",
         help="serve Prometheus metrics at http://METRICS_HOST:PORT/metrics")  # fmt: skip
     add("--metrics-host", default="127.0.0.1", help="interface for the metrics (%(default)s)")
@@ -146,11 +150,7 @@ def load_kind(spec: str) -> type[Actor]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(args.log_level.upper())
+    configure_logging(args.log_level, args.log_format)
     try:
         token = _chosen_token(args)
         quota = args.activation_quota or None
@@ -164,7 +164,7 @@ def run_serve(args: argparse.Namespace) -> int:
         kinds = [load_kind(spec) for spec in args.kind]
         _workspace_roots(args)  # refused here, before anything starts
     except (ValueError, CallboardError) as exc:
-        print(f"callboard serve: {exc}", file=sys.stderr)
+        _last_word(args, str(exc))
         return EXIT_USAGE
     try:
         trio.run(partial(_serve, args, config, kinds))
@@ -173,10 +173,18 @@ def run_serve(args: argparse.Namespace) -> int:
         if isinstance(error, KeyboardInterrupt):
             return EXIT_INTERRUPTED
         if isinstance(error, CallboardError | OSError):
-            print(f"callboard serve: {error}", file=sys.stderr)
+            _last_word(args, str(error))
             return EXIT_FAILED
         raise
     return 0
+
+
+def _last_word(args: argparse.Namespace, text: str) -> None:
+    """Why serve exits: a line of its log (so a log shipper parses it too)."""
+    if args.log_format == "json":
+        log.error("%s", text)
+    else:
+        print(f"callboard serve: {text}", file=sys.stderr)
 
 
 def _chosen_token(args: argparse.Namespace) -> str | None:
@@ -284,6 +292,7 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
             ) as rt,
             _console(args) as console,
         ):
+            log_lifecycle(rt)
             with stopping:
                 if console is not None:  # the page's origin, and no other, joins the gateway's
                     origins = (*config.allowed_origins, *console.origins)

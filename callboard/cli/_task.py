@@ -15,6 +15,9 @@ With ``--json`` each event is one JSON object per line instead.
       connection could not be healed
 ====  ==========================================================
 
+``task list``, ``task show``, ``task wait`` and ``task cancel`` are in
+``_task_verbs``; the renderer they share with ``tail`` is ``_render``.
+
 The task is durable and belongs to the server: Ctrl-C leaves it running
 (stderr says how to cancel it), and its deltas are ephemeral, so text
 streamed before the subscription began is shown whole when the model's
@@ -24,20 +27,17 @@ message is stored.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-import attrs
 import trio
 
 from .._version import __version__
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
-from ..mailbox import Event
 from ..views import RunSpec, Succeeded, Terminal
 from ..views.task_logic import might_settle
 from ._commands import (
@@ -48,12 +48,13 @@ from ._commands import (
     add_common,
     token_of,
 )
+from ._render import Printer, task_ending
+from ._task_verbs import add_task_verbs
 
 __all__ = ["add_parsers", "follow", "run_task", "spec_from_args"]
 
 _CLIENT_NAME = f"callboard-cli/{__version__}"
 _GIVE_UP = 60.0  # seconds without the server after which following it stops (exit 3)
-_RESULT_RULE = "=== succeeded ==="
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -76,11 +77,12 @@ def add_parsers(subparsers: Any) -> None:
     add("--deadline", type=float, default=None, metavar="SECONDS",
         help="settle deadline_exceeded after this many seconds")  # fmt: skip
     add("--approve", choices=["always", "ask", "never"], default="ask",
-        help="tool calls: run them, ask (answer with `callboard send`), or refuse "
+        help="tool calls: run them, ask (answer with `callboard approve`/`deny`), or refuse "
         "(default: %(default)s)")  # fmt: skip
     add_common(run)
     add("--json", action="store_true", help="print one JSON event object per line")
     run.set_defaults(func=run_task)
+    add_task_verbs(verbs)
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -141,13 +143,18 @@ async def _run(args: argparse.Namespace, spec: RunSpec) -> int:
         return EXIT_ERROR
     if isinstance(terminal, Succeeded):
         return EXIT_OK
-    _error(_ending(handle, terminal))
+    _error(task_ending(handle, terminal))
     return EXIT_ERROR
 
 
 async def follow(client: Client, handle: str, out: TextIO, *, json_lines: bool = False) -> Terminal:
     """Write ``handle``'s events to ``out`` from the first until it settles; return its terminal."""
-    printer = _Printer(out, json_lines)
+
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    printer = Printer(write, json_lines)
     async with client.subscribe(handle, after=0) as events:
         async for event in events:
             printer.show(event)
@@ -157,83 +164,6 @@ async def follow(client: Client, handle: str, out: TextIO, *, json_lines: bool =
                     printer.end(terminal)
                     return terminal
     raise ConnectionFailed(f"the events of {handle} ended before it settled")
-
-
-@attrs.define
-class _Printer:
-    """Turns a task's events into lines a person reads, or JSON lines."""
-
-    out: TextIO
-    json_lines: bool
-    _streamed: bool = False  # the model's text since its last stored message was shown
-    _open_line: bool = False
-
-    def show(self, event: Event) -> None:
-        data = event.data if isinstance(event.data, dict) else {}
-        if self.json_lines:
-            row = {"actor": event.actor, "seq": event.seq, "type": event.type, "data": event.data}
-            self._write(json.dumps(row, ensure_ascii=False) + "\n")
-            return
-        kind = event.type
-        if kind == "turn.delta":
-            self._streamed = True
-            self._write(str(data.get("text", "")), open_line=True)
-        elif kind == "turn.retrying":
-            self._line("[the model is asked again; the text above is dropped]")
-        elif kind == "turn.started":
-            self._line(f"> {data.get('prompt', '')}")
-        elif kind == "assistant.message":
-            content = data.get("content") or ""
-            if not self._streamed and content:
-                self._write(content, open_line=True)
-            self._streamed = False
-            self._end_line()
-        elif kind == "tool.started":
-            self._line(f"[tool] {data.get('name')}({data.get('arguments', '')})")
-        elif kind == "tool.finished":
-            status = str(data.get("status"))
-            result = " ".join(str(data.get("result", "")).split())
-            # What the model reads says "error: ..." itself: the status says it once.
-            result = result.removeprefix(f"{status}: ")
-            result = result if len(result) <= 120 else result[:117] + "..."
-            self._line(f"[tool] {data.get('name')} {status}: {result}")
-        elif kind == "approval.requested":
-            body = json.dumps({"call_id": data.get("call_id"), "approved": True})
-            self._line(
-                f"[approval] {data.get('name')}({data.get('arguments', '')}) waits; answer with: "
-                f"callboard send {event.actor} approve '{body}'"
-            )
-
-    def end(self, terminal: Terminal) -> None:
-        if self.json_lines:
-            return
-        if isinstance(terminal, Succeeded):
-            self._line(_RESULT_RULE)
-            self._line(terminal.result)
-
-    def _line(self, text: str) -> None:
-        self._end_line()
-        self._write(text + "\n")
-
-    def _end_line(self) -> None:
-        if self._open_line:
-            self._write("\n")
-
-    def _write(self, text: str, *, open_line: bool = False) -> None:
-        self.out.write(text)
-        self.out.flush()
-        self._open_line = open_line if text else self._open_line
-
-
-def _ending(handle: str, terminal: Terminal | None) -> str:
-    name = type(terminal).__name__
-    error = getattr(terminal, "error", None)
-    words = {
-        "Failed": f"{handle} failed: {error}",
-        "Cancelled": f"{handle} was cancelled",
-        "DeadlineExceeded": f"{handle} exceeded its deadline",
-    }
-    return words.get(name, f"{handle} ended without a terminal")
 
 
 def _note(message: str) -> None:

@@ -17,7 +17,9 @@ import orjson
 
 from ..client import Client
 from ..errors import BadAddress, BadRequest
-from ..mailbox import KIND_PATTERN, Event, format_at, parse_address
+from ..mailbox import KIND_PATTERN, parse_address
+from ._render import event_json, format_event, summary_rows
+from ._tailing import tail
 
 __all__ = [
     "VERBS",
@@ -34,10 +36,15 @@ __all__ = [
 
 @attrs.frozen
 class Output:
-    """Where a verb's result goes; ``json`` picks machine-readable lines."""
+    """Where a verb's result goes; ``json`` picks machine-readable lines.
+
+    ``raw``, if set, writes text as it is (no newline added): rendered
+    events stream through it; without it they are written in whole lines.
+    """
 
     write: Callable[[str], None]
     json: bool = False
+    raw: Callable[[str], None] | None = None
 
     def emit(self, human: str | Sequence[str], data: Any) -> None:
         if self.json:
@@ -51,12 +58,17 @@ class Output:
 
 @attrs.frozen
 class Verb:
-    """One verb: its name and one-line summary (for help), its arguments, what it does."""
+    """One verb: its name and one-line summary (for help), its arguments, what it does.
+
+    ``run`` may return an exit code (None is 0). ``reconnect``: the command
+    line heals a lost connection for it (a verb that follows or waits).
+    """
 
     name: str
     summary: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[Client, argparse.Namespace, Output], Awaitable[None]]
+    run: Callable[[Client, argparse.Namespace, Output], Awaitable[int | None]]
+    reconnect: bool = False
 
 
 def json_argument(text: str) -> Any:
@@ -95,23 +107,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in [list(headers), *rows]
     ]
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    """An event as docs/protocol.md writes it, without ``op`` and ``sub``."""
-    return event.to_json()
-
-
-def format_event(event: Event, *, with_actor: bool = False) -> str:
-    """One line: seq, time, (actor,) type and data as compact JSON."""
-    seq = "-" if event.seq is None else str(event.seq)
-    parts = [seq.rjust(6), format_at(event.at)]
-    if with_actor:
-        parts.append(event.actor)
-    parts.append(event.type)
-    if event.data is not None:
-        parts.append(orjson.dumps(event.data).decode())
-    return "  ".join(parts)
 
 
 # -- the verbs -------------------------------------------------------------------------
@@ -180,8 +175,12 @@ async def _inspect(client: Client, args: argparse.Namespace, out: Output) -> Non
     error = view.last_error
     rows = [[k, str(data[k])] for k in ("actor", "status", "mailbox", "cursor", "head", "restarts")]
     rows.append(["last_error", "-" if error is None else orjson.dumps(error).decode()])
+    rows += summary_rows(view.summary)
+    spec = orjson.dumps(view.spec, option=orjson.OPT_INDENT_2).decode().splitlines()
     state = orjson.dumps(view.state, option=orjson.OPT_INDENT_2).decode().splitlines()
-    out.emit([*table(["FIELD", "VALUE"], rows)[1:], "state", *("  " + s for s in state)], data)
+    shown = ["spec", *("  " + s for s in spec)] if view.spec is not None else []
+    out.emit([*table(["FIELD", "VALUE"], rows)[1:], *shown, "state",
+              *("  " + s for s in state)], data)  # fmt: skip
 
 
 async def _stop(client: Client, args: argparse.Namespace, out: Output) -> None:
@@ -208,10 +207,7 @@ def _seq(text: str) -> int:
 
 
 async def _tail(client: Client, args: argparse.Namespace, out: Output) -> None:
-    pattern = args.address == "*" or args.address.endswith("/*")
-    async with client.subscribe(args.address, after=args.after) as events:
-        async for event in events:
-            out.emit(format_event(event, with_actor=pattern), event_json(event))
+    await tail(client, args.address, args.after, out)
 
 
 def _no_args(p: argparse.ArgumentParser) -> None:
@@ -233,7 +229,8 @@ VERBS: dict[str, Verb] = {
         Verb("inspect", "show an actor's committed state and bookkeeping",
              _address_arg, _inspect),
         Verb("stop", "stop an actor and wait until it has stopped", _address_arg, _stop),
-        Verb("tail", "print an actor's events as they happen", _tail_args, _tail),
+        Verb("tail", "print an actor's events as they happen, until it ends",
+             _tail_args, _tail, reconnect=True),
         Verb("ping", "one round trip to the server", _no_args, _ping),
     ]
 }  # fmt: skip

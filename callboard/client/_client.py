@@ -8,7 +8,7 @@ a connection rather than fail while one is being re-opened; bound them with
 
 A request whose connection drops before its reply is repeated on the next
 connection only when repeating it cannot change the outcome: ``ping``,
-``list``, ``inspect``, ``stop`` and ``subscribe``. ``send`` and ``spawn``
+``list``, ``inspect``, ``stop``, ``subscribe`` and ``output``. ``send`` and ``spawn``
 raise `ConnectionLost` instead, because the first attempt may have been
 applied; a ``send`` with a ``key`` is safe to repeat by hand (the repeat is
 acknowledged with ``duplicate=True``).
@@ -30,7 +30,7 @@ from .._retry import Backoff
 from .._version import __version__
 from ..errors import CallboardError
 from ..mailbox import Ack, Address
-from ..views import ActorInfo, ActorView
+from ..views import ActorInfo, ActorView, OutputPage
 from ._connection import Connection, Lost, OnReply
 from ._credentials import find_token
 from ._errors import ConnectionFailed, ConnectionLost
@@ -45,7 +45,7 @@ __all__ = ["DEFAULT_URL", "Client", "Spawned", "connect"]
 log = logging.getLogger("callboard.client")
 
 DEFAULT_URL = "ws://127.0.0.1:7341/v1"
-_RETRIED = frozenset({"ping", "list", "inspect", "stop", "subscribe", *READS})
+_RETRIED = frozenset({"ping", "list", "inspect", "stop", "subscribe", "output", *READS})
 # A connection that lived this long resets the backoff; one that keeps
 # closing at once (a server accepting and dropping) backs off like a refusal.
 _STABLE = 1.0
@@ -170,6 +170,21 @@ class Client(OperatorOps):
         reply = await self._request("stop", {"actor": address})
         status = reply.get("status")
         return status if isinstance(status, str) else "stopped"
+
+    async def output(self, job: str, after: int = 0, limit: int | None = None) -> OutputPage:
+        """The output of ``job`` (``job/ID``) from byte ``after``, at most ``limit``
+        bytes (the server caps it); read again from ``.next`` for what follows."""
+        fields: dict[str, Any] = {"job": job, "after": after}
+        if limit is not None:
+            fields["limit"] = limit
+        reply = await self._request("output", fields)
+        return OutputPage(
+            field(reply, "text", str),
+            field(reply, "next", int),
+            field(reply, "running", bool),
+            field(reply, "truncated", bool),
+            bool(reply.get("capped", False)),
+        )
 
     async def ping(self) -> float:
         """One round trip to the server and its runtime; returns how long it took, in seconds."""

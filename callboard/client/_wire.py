@@ -100,4 +100,6 @@ def view_from_frame(frame: dict[str, Any], address: str) -> ActorView:
         head=field(frame, "head", int),
         restarts=field(frame, "restarts", int),
         last_error=field(frame, "last_error", dict, type(None)),
+        spec=frame.get("spec"),
+        summary=frame.get("summary") if isinstance(frame.get("summary"), dict) else None,
     )

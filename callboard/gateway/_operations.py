@@ -16,6 +16,7 @@ from . import _ops_operator as operator
 from ._access import Access
 from ._config import GatewayConfig
 from ._grants import Grant
+from ._ops_reading import answer_output
 from ._subscriptions import Counters, Subscriptions
 
 __all__ = ["Served", "dispatch"]
@@ -92,6 +93,10 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
                 return _forbidden(grant, rid, "stop", actor)
             status = await rt.stop(actor)
             return f.encode_ok(rid, actor=actor, status=status)
+        case f.Output(rid, job):
+            if not grant.may_read(job):
+                return _forbidden(grant, rid, "read the output of", job)
+            return await answer_output(rt, request)
     raise AssertionError(f"no handler for {request!r}")  # pragma: no cover
 
 

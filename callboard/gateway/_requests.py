@@ -45,6 +45,7 @@ __all__ = [
     "MessageKey",
     "MessageType",
     "Name",
+    "Output",
     "Ping",
     "ProtocolVersion",
     "Request",
@@ -142,6 +143,14 @@ def _limit(value: Any, _: Any) -> int:
     return _integer(value, "an integer >= 1 (actors in one reply)", 1)
 
 
+def _offset(value: Any, _: Any) -> int:
+    return _integer(value, "an integer >= 0 (a byte offset)", 0, _MAX_SEQ)
+
+
+def _byte_limit(value: Any, _: Any) -> int:
+    return _integer(value, "an integer >= 1 (bytes in one reply)", 1)
+
+
 def _protocol(value: Any, _: Any) -> int:
     if value is None:
         return PROTOCOL_VERSION
@@ -173,6 +182,10 @@ Seq = Annotated[int, override(struct_hook=_seq)]
 Limit = Annotated[int, override(struct_hook=_limit)]
 """How many actors one ``list`` reply may hold: 1 or more."""
 ProtocolVersion = Annotated[int, override(struct_hook=_protocol)]
+ByteOffset = Annotated[int, override(struct_hook=_offset)]
+"""A byte offset into a job's output: 0 to 2**63 - 1."""
+ByteLimit = Annotated[int, override(struct_hook=_byte_limit)]
+"""How many bytes one ``output`` reply may hold: 1 or more (capped by the server)."""
 """The protocol version a ``hello`` asks for; null or absent means this one."""
 
 
@@ -273,6 +286,18 @@ class Stop:
 
 @strict_json()
 @attrs.frozen
+class Output:
+    """A job's output from byte ``after`` (docs/protocol.md, "output")."""
+
+    op: ClassVar[str] = "output"
+    id: str
+    job: Address
+    after: ByteOffset | None = None
+    limit: ByteLimit | None = None
+
+
+@strict_json()
+@attrs.frozen
 class Ping:
     op: ClassVar[str] = "ping"
     id: str
@@ -325,7 +350,7 @@ class Delete:
 
 Request = (
     Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
-    | Approvals | DeadLetters | Requeue | Delete
+    | Approvals | DeadLetters | Requeue | Delete | Output
 )  # fmt: skip
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}

@@ -184,7 +184,7 @@ class Subscriptions:
         self._counters.lagged += 1
         log.info(
             "subscription %s of %s to %s fell behind; told to resume after %s",
-            sub_id, self._remote, handle.actor, after,
+            sub_id, self._remote, handle.actor, after, extra={"actor": handle.actor},
         )  # fmt: skip
         if not self._outbox.put_control_nowait(f.encode_lagged(sub_id, handle.actor, after)):
             await self._drop("its send queue is full, even the reserve for control frames")

@@ -6,11 +6,13 @@ It watches the process in an activity; after a restart it re-attaches by pid
 *and* start time (a reused pid is not mistaken for it) or reads the exit
 file the process left. When the process ends, one commit records the end,
 emits ``job.finished`` and sends the owner a machine event; the files are
-removed after that commit.
+removed after that commit. Its output is copied into the job's own log as it
+runs and in that last commit (``_output``), so it can be read after the end.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import trio
 
 from ..actors import Actor, Context
 from ..codec import JSONShapeError, structure_json
+from ..errors import ToolError
 from ..mailbox import Message
 from ..tools import (
     EXIT_WRITE_WAIT,
@@ -33,10 +36,15 @@ from ..tools import (
 from ..views import executor_shape_problem
 from ._bodies import WatchBody
 from ._machine_event import machine_event_text
+from ._output import OUTPUT_LOG, output_cap, output_interval, take_output
 
 __all__ = ["Job", "JobState"]
 
 TAIL_BYTES = 4096
+_COPY_STEP = 64 * 1024  # bytes one read of the output file takes
+_COPY_PER_COMMIT = 4 * _COPY_STEP  # bytes one periodic copy commits at most
+_REMOTE_INTERVAL = 5.0  # seconds between copies at least, for a job on another machine
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -55,6 +63,10 @@ class JobState:
     finished_at: float | None = None
     # The owner stopped or settled and takes no more messages: no job.finished to it.
     owner_ending: bool = False
+    # How much of the output file is copied into the log (``_output``).
+    output_size: int = 0
+    output_pending: str = ""
+    output_capped: bool = False
 
 
 def executor_from(description: dict[str, Any] | None, *, confinement: Confinement) -> Executor:
@@ -183,9 +195,13 @@ class Job(Actor):
         pid, start = self.state.pid, self.state.start_time
         assert pid is not None
         with trio.CancelScope() as self._watching:
-            exited = await executor.wait_exit(self.files, pid, start_time=start)
+            async with trio.open_nursery() as copying:
+                copying.start_soon(self._copy_output, ctx, executor)
+                exited = await executor.wait_exit(self.files, pid, start_time=start)
+                copying.cancel_scope.cancel()
             status = await executor.read_text(self.files.exit) if exited else None
-            # _finish changes the state only after its last await: cancelled, it changed nothing.
+            # _finish records the end only after its last await: cancelled, it recorded
+            # none (only more of the output, which is the same either way).
             if status is not None and status.strip().lstrip("-").isdigit():
                 code = int(status.strip())
                 await self._finish(ctx, "exited", code, "")
@@ -202,10 +218,59 @@ class Job(Actor):
         # Only after the commit that recorded the end: the files are not needed any more.
         await executor.remove(self.files.every_file)
 
+    async def _copy_output(self, ctx: Context, executor: Executor) -> None:
+        """While the process runs: copy what it wrote into the log, commit, and
+        announce it (``job.output``, ephemeral, after the commit is durable)."""
+        interval = output_interval(ctx.settings)
+        if self.state.executor:
+            # Each read of a remote file is an ssh round trip (a process of its own).
+            interval = max(interval, _REMOTE_INTERVAL)
+        while True:
+            await trio.sleep(interval)
+            try:
+                changed = await self._record_output(ctx, executor, _COPY_PER_COMMIT)
+            except (ToolError, OSError) as exc:
+                # The host is unreachable for now: the next round, or the end, copies it.
+                log.debug("could not copy the output of %s: %s", ctx.address, exc)
+                continue
+            if changed:
+                await ctx.checkpoint()
+                ctx.emit("job.output", {"size": self.state.output_size}, ephemeral=True)
+
+    async def _record_output(self, ctx: Context, executor: Executor, most: int | None) -> bool:
+        """Copy output past what is recorded into the state and the log, up to the
+        cap (and ``most`` bytes, if given); True if anything changed."""
+        cap = output_cap(ctx.settings)
+        changed = False
+        copied = 0
+        while most is None or copied < most:
+            have = self.state.output_size
+            if have >= cap:
+                size = await executor.size(self.files.out) or 0
+                if size > cap and not self.state.output_capped:
+                    self.state.output_capped = True
+                    changed = True
+                break
+            try:
+                data = await executor.read_bytes(self.files.out, have, min(_COPY_STEP, cap - have))
+            except FileNotFoundError:
+                break
+            if not data:
+                break
+            # No await from here to the state's change: both or neither.
+            for item in take_output(self.state, data):
+                ctx.append(OUTPUT_LOG, item)
+            copied += len(data)
+            changed = True
+        return changed
+
     async def _finish(self, ctx: Context, status: str, code: int | None, reason: str) -> None:
         if self.state.status != "running":
             return
         executor = self._executor(ctx)
+        # The rest of the output joins the commit that records the end: the file
+        # is removed after it.
+        await self._record_output(ctx, executor, None)
         size = await executor.size(self.files.out) or 0
         start = max(0, size - TAIL_BYTES)
         tail_bytes = await executor.read_bytes(self.files.out, start, TAIL_BYTES) if size else b""

@@ -205,6 +205,10 @@ class Directory:
     def listening(self, address: str) -> bool:
         return self.hub.listening(address)
 
+    @property
+    def tapped(self) -> frozenset[str]:
+        return self.hub.tapped
+
     def route(self, sends: tuple[Enqueue, ...], result: CommitResult) -> None:
         """A commit's sends are durable: deliver each to its recipient."""
         for item, ack in zip(sends, result.acks, strict=True):

@@ -19,8 +19,9 @@ the replay reads on.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 import trio
@@ -30,6 +31,8 @@ from ..mailbox import Event
 from ..store import EventRecord, Store
 
 __all__ = ["Hub", "Subscription"]
+
+log = logging.getLogger("callboard.runtime")
 
 OnLag = Literal["resume", "raise"]
 Pace = Callable[[], Awaitable[object]]
@@ -179,6 +182,23 @@ class Hub:
         self.page_bytes = page_bytes
         self._by_actor: dict[str, set[Subscription]] = {}
         self.lagged_total = 0
+        self._taps: dict[str, list[Callable[[Event], None]]] = {}
+        self.tapped: frozenset[str] = frozenset()
+        """The event types someone tapped: their events are published with no subscriber."""
+
+    def tap(self, types: Iterable[str], fn: Callable[[Event], None]) -> None:
+        """Call ``fn`` with every published event of one of ``types``, of any actor.
+
+        A committed event reaches ``fn`` once, right after its commit, on the
+        trio thread; a replay (a subscriber reading stored events) never
+        reaches it, so what ``fn`` counts is counted once per process. ``fn``
+        runs inside the commit's announcement: it must be quick and must not
+        block; what it raises is logged and goes no further (the commit stands).
+        Ephemeral events come too, if their type is tapped.
+        """
+        for type in types:
+            self._taps.setdefault(type, []).append(fn)
+        self.tapped = frozenset(self._taps)
 
     def subscribe(
         self, actor: str, after: int | None = None, *, buffer: int | None = None,
@@ -205,6 +225,12 @@ class Hub:
         )
 
     def publish(self, event: Event) -> None:
+        if self.tapped:
+            for fn in self._taps.get(event.type, ()):
+                try:
+                    fn(event)
+                except Exception:
+                    log.exception("a tap of %s events failed on %s", event.type, event.actor)
         if not self._by_actor:
             return
         for key in (event.actor, event.actor.split("/", 1)[0] + "/*", "*"):

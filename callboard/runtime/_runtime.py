@@ -39,6 +39,7 @@ from ..mailbox import (
     Ack,
     Address,
     DeadLetter,
+    Event,
     Message,
     check_key,
     check_type,
@@ -395,7 +396,19 @@ class Runtime:
             pages_freed=retained.pages,
             rests=counts["rests"],
             resting=self._cells.resting_count(),
+            store_histograms=self._store.commit_histograms(),
         )
+
+    def tap(self, types: Iterable[str], fn: Callable[[Event], None]) -> None:
+        """Call ``fn`` with each event of ``types`` of any actor, once, right after
+        the commit that stored it (never on a replay); for metrics and logs.
+        ``fn`` runs on the trio thread inside the commit's announcement: it must
+        be quick; what it raises is logged and goes no further. See `Hub.tap`."""
+        self._hub.tap(types, fn)
+
+    async def writable(self) -> bool:
+        """Whether the store takes writes now (`Store.writable`; for readiness probes)."""
+        return self._cells.open and await self._store.writable()
 
     async def actor_counts(self) -> dict[str, int]:
         """How many actors have each stored status (for metrics)."""

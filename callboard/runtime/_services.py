@@ -86,7 +86,10 @@ async def recover(cells: Directory) -> int:
     for address in await cells.store.addresses_with_work(cells.wall_time()):
         kind = address.split("/", 1)[0]
         if cells.kind_named(kind) is None:
-            log.warning("not recovering %s: no kind %r is registered", address, kind)
+            log.warning(
+                "not recovering %s: no kind %r is registered", address, kind,
+                extra={"actor": address},
+            )  # fmt: skip
             continue
         if address not in cells.cells:
             cells.activate(address)

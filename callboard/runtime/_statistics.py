@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from ..store import CommitHistograms
+
 __all__ = ["RuntimeStatistics"]
 
 
@@ -37,3 +39,5 @@ class RuntimeStatistics:
     """Times an idle actor let its task go (`RuntimeConfig.rest_after`)."""
     resting: int = 0
     """Actors in memory with no task now (counted in ``active`` too)."""
+    store_histograms: CommitHistograms | None = None
+    """Ack latency, commit latency and batch size of the store's group commits."""

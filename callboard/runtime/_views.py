@@ -16,7 +16,8 @@ from ..actors import Actor
 from ..codec import Refused, converter, loads, refusals, structure_error
 from ..errors import BadRequest, UnknownActor
 from ..mailbox import encode_body
-from ..views import ActorInfo, ActorView
+from ..store import Store
+from ..views import ActorInfo, ActorView, mask_secrets
 from ._directory import Directory
 
 __all__ = ["inspect", "list_page", "shown_status", "structure_spec"]
@@ -31,15 +32,18 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     if record.state is not None:
         state = loads(record.state)
     else:
+        spec = loads(record.spec) if record.spec else None
         try:
-            spec = loads(record.spec) if record.spec else None
             if cls.spec_type is not None and spec is not None:
                 spec = converter.structure(spec, cls.spec_type)
-            state = converter.unstructure(cls.initial_state(spec))
         except Exception:
             # A spec that no longer structures: the actor fails on it, and its
             # last_error (below) says why; there is no state to show.
             state = None
+        else:
+            # A bug of the kind's own is not caught: it is answered ``internal``.
+            state = converter.unstructure(cls.initial_state(spec))
+    spec = loads(record.spec) if record.spec else None
     return ActorView(
         actor=address,
         kind=record.kind,
@@ -50,7 +54,22 @@ async def inspect(cells: Directory, address: str) -> ActorView:
         head=record.event_head,
         restarts=record.restarts,
         last_error=_last_error(cells, address, record.last_error),
+        spec=mask_secrets(spec),
+        summary=await cls.summarize(state, _Logs(cells.store, address)),
     )
+
+
+class _Logs:
+    """One actor's committed logs, for `Actor.summarize`."""
+
+    def __init__(self, store: Store, address: str) -> None:
+        self._store, self._address = store, address
+
+    async def read_log(self, log: str, start: int = 0, limit: int = 1000) -> builtins.list[Any]:
+        return [loads(b) for b in await self._store.read_log(self._address, log, start, limit)]
+
+    async def log_length(self, log: str) -> int:
+        return await self._store.log_length(self._address, log)
 
 
 async def list_page(

@@ -31,10 +31,15 @@ from ._retention import RetentionPolicy as RetentionPolicy
 from ._retention import RetentionStep as RetentionStep
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
+from ._timings import Buckets as Buckets
+from ._timings import CommitHistograms as CommitHistograms
+from ._timings import Histogram as Histogram
 
 __all__ = [
     "ActorRecord",
+    "Buckets",
     "Commit",
+    "CommitHistograms",
     "CommitResult",
     "DeadLetterRecord",
     "Deletion",
@@ -42,6 +47,7 @@ __all__ = [
     "Enqueue",
     "EventPage",
     "EventRecord",
+    "Histogram",
     "MailboxRecord",
     "NewEvent",
     "NewTimer",

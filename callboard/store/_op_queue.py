@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, TypeVar, cast
 
 import trio
 
 from ..errors import RuntimeClosed
 from ._rhythm import GroupCommits
+from ._timings import CommitHistograms, CommitTimings
 
 __all__ = ["OpQueue", "_Op"]
 
@@ -76,6 +78,17 @@ class OpQueue:
     _operations: int
     _largest: int
     _commit_seconds: float
+    _waiting_since: float | None = None
+    """When the oldest write not yet taken by the writer was queued (None: none waits)."""
+
+    @cached_property
+    def _timings(self) -> CommitTimings:
+        # Made on first use, so that neither store's __init__ has to know of it.
+        return CommitTimings()
+
+    def commit_histograms(self) -> CommitHistograms:
+        """Ack latency, commit latency and batch size of every group commit so far."""
+        return self._timings.snapshot()
 
     def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
         """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
@@ -87,6 +100,8 @@ class OpQueue:
             self._send.send_nowait(op)
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             return False
+        if self._waiting_since is None:  # the oldest waiting: see _take_batch
+            self._waiting_since = time.perf_counter()
         return True
 
     async def _submit(self, fn: Callable[[Any, float], _T], slow: bool = False) -> _T:
@@ -101,6 +116,10 @@ class OpQueue:
                 await self._send.send(op)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise RuntimeClosed("the store is closed; nothing was written") from None
+        # The oldest write waiting notes the time: one clock read per batch, and
+        # a test of None for every other write (read by _take_batch).
+        if self._waiting_since is None:
+            self._waiting_since = time.perf_counter()
         # Once queued, the write will happen: waiting for it cannot be
         # cancelled, or a caller could be cancelled after its write became
         # durable. (A shielded scope would do the same, at several times the cost.)
@@ -112,11 +131,17 @@ class OpQueue:
     def _take_batch(self, first: _Op) -> list[_Op]:
         """``first`` and everything queued behind it, up to ``_max_batch``."""
         batch = [first]
+        queued, self._waiting_since = self._waiting_since, None
         while len(batch) < self._max_batch:
             try:
                 batch.append(self._receive.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
+        else:
+            # Full, and writes left behind: they waited at least since now.
+            if self._receive.statistics().current_buffer_used:
+                self._waiting_since = time.perf_counter()
+        self._timings.queued = time.perf_counter() if queued is None else queued
         self._group_commits.started()
         return batch
 
@@ -128,7 +153,9 @@ class OpQueue:
         self._batches += 1
         self._operations += len(batch)
         self._largest = max(self._largest, len(batch))
-        self._commit_seconds += time.perf_counter() - started
+        now = time.perf_counter()
+        self._commit_seconds += now - started
+        self._timings.settled(len(batch), started, now)
 
     def _close_queue(self) -> None:
         """The writer ends: what is still queued is refused, having run nowhere."""

@@ -29,6 +29,7 @@ from ._records import (
     StoreStatistics,
 )
 from ._retention import Deletion, RetentionPolicy, RetentionStep
+from ._timings import CommitHistograms
 
 __all__ = ["Store"]
 
@@ -53,6 +54,15 @@ class Store(Protocol):
         ...
 
     def statistics(self) -> StoreStatistics: ...
+
+    def commit_histograms(self) -> CommitHistograms:
+        """Ack latency, commit latency and batch size of every group commit so far."""
+        ...
+
+    async def writable(self) -> bool:
+        """Whether the store takes writes now: an empty write went through the
+        writer, and the store is neither stopped nor refusing writes (a full disk)."""
+        ...
 
     # -- writes ------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class BatchWriter(OpQueue):
     _full: FullDisk
     _group_commits: GroupCommits
 
+    def _refusing(self) -> bool:
+        """The disk is full (see `FullDisk`): writes are refused until there is room."""
+        return self._full.full
+
     def _reopen(self) -> None:
         """Close the files and open them again (`SqliteStore` does it)."""
         raise NotImplementedError

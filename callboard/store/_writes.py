@@ -10,6 +10,9 @@ store's writer takes them from its `OpQueue`, and the store has its own
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
 
 from . import _ops_commit as commit_ops
 from . import _ops_mailbox as mailbox_ops
@@ -19,6 +22,17 @@ from ._records import Commit, CommitResult, Enqueue, StoredAck
 from ._sqlite_ops import WriterState
 
 __all__ = ["StoreWrites"]
+
+_PROBE_TIMEOUT = 5.0
+"""Seconds `StoreWrites.writable` waits for its empty write before it says no."""
+
+
+def _nothing(conn: Any, now: float) -> None:
+    """The empty write of `StoreWrites.writable`: it goes through the writer and asks
+    the database one trivial thing, so that a connection the server dropped while
+    the store was idle is found out here (a transaction with no statement would
+    commit without a word to the server)."""
+    conn.execute("SELECT 1")
 
 
 class StoreWrites(OpQueue):
@@ -49,6 +63,36 @@ class StoreWrites(OpQueue):
         await self._submit(
             lambda conn, now: mailbox_ops.mark_attempts(conn, state, address, first, last, attempts)
         )
+
+    async def writable(self) -> bool:
+        """See `Store.writable`; False too when the writer has not answered within
+        `_PROBE_TIMEOUT` (for a load balancer, a writer that slow takes no writes).
+        Cancel-atomic: the empty write changes nothing, and is not waited for."""
+        answered = trio.Event()
+        outcome: list[object] = []
+
+        def then(result: object) -> None:
+            outcome.append(result)
+            answered.set()
+
+        # Told, not awaited: a writer stuck in a batch must not hold the caller.
+        if not self._submit_soon(_nothing, then):
+            await trio.lowlevel.checkpoint()
+            return False  # the queue is full or closed
+        with trio.move_on_after(_PROBE_TIMEOUT):
+            await answered.wait()
+        if not outcome or isinstance(outcome[0], BaseException):
+            return False
+        return self.healthy and not self._refusing()
+
+    @property
+    def healthy(self) -> bool:
+        """The store's own (`Store.healthy`); each store defines it."""
+        raise NotImplementedError
+
+    def _refusing(self) -> bool:
+        """Whether the store refuses writes though it is healthy (SQLite: a full disk)."""
+        return False
 
     async def after_next_commit(self) -> None:
         """See `Store.after_next_commit`."""

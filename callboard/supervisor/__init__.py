@@ -10,6 +10,7 @@ against intensity in a `RestartWindow`.
 
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
+from ._log_actor import current_actor as current_actor
 from ._restore import restore as restore
 from ._services import CellServices as CellServices
 from ._states import CellState as CellState
@@ -24,6 +25,7 @@ __all__ = [
     "CellState",
     "ChildSpec",
     "Strategy",
+    "current_actor",
     "restore",
     "supervise",
 ]

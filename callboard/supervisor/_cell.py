@@ -23,6 +23,7 @@ from ..store import NewEvent
 from ._commits import build_commit
 from ._crashes import Verdict, crash_verdict, died_handling
 from ._inbox import Inbox
+from ._log_actor import current_actor
 from ._restore import restore
 from ._services import CellServices
 from ._states import CellState
@@ -240,6 +241,8 @@ class ActorCell:
     async def run(self, *, resumed: bool = False) -> None:
         """Run the actor until it passivates, stops, fails or rests; restart it
         on crashes. ``resumed``: it rested, and goes on from memory."""
+        # This task's own context (copied from whichever task activated it).
+        current_actor.set(self.address)
         resting = False
         try:
             if not resumed:
@@ -491,11 +494,15 @@ class ActorCell:
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
             self._svc.cursor_advanced(self.address, cursor)
-        if result.events and self._svc.listening(self.address):
+        if result.events:
             # Events are stored either way; with no subscriber, no one reads
-            # the live copy, so it is not built.
-            for seq, event in result.events:
-                self._svc.publish(Event(self.address, seq, event.type, loads(event.data), event.at))
+            # the live copy, so it is not built, unless its type is tapped.
+            listening, tapped = self._svc.listening(self.address), self._svc.tapped
+            if listening or tapped:
+                for seq, event in result.events:
+                    if listening or event.type in tapped:
+                        data = loads(event.data)
+                        self._svc.publish(Event(self.address, seq, event.type, data, event.at))
         if commit.sends:
             self._svc.route(commit.sends, result)
         if commit.timers:

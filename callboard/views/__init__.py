@@ -4,6 +4,9 @@ over the wire.
 
 - ``_actors``: `ActorInfo`, `ActorView`, `PendingApproval`, `MessageOutcome` (``list``,
   ``inspect``, ``approvals``, ``send`` with ``wait``).
+- ``_masking``: `mask_secrets`, secrets out of a spec that ``inspect`` shows.
+- ``_job_output``: `OutputPage` (``output``, a job's output read by byte offset).
+- ``_modes``: the modes of a prompt (`PromptMode`): queue, steer, interrupt.
 - ``_run_spec``: `RunSpec`, how a task is spawned, and the approval words.
 - ``_tasks``: the task operations (`TaskOperations`) and their outcome types.
 - ``task_logic``: what those operations conclude from a snapshot and the
@@ -20,6 +23,13 @@ from ._actors import ActorInfo as ActorInfo
 from ._actors import ActorView as ActorView
 from ._actors import MessageOutcome as MessageOutcome
 from ._actors import PendingApproval as PendingApproval
+from ._job_output import OUTPUT_READ_LIMIT as OUTPUT_READ_LIMIT
+from ._job_output import OutputPage as OutputPage
+from ._masking import MASK as MASK
+from ._masking import mask_secrets as mask_secrets
+from ._modes import PROMPT_MODES as PROMPT_MODES
+from ._modes import PromptMode as PromptMode
+from ._modes import check_mode as check_mode
 from ._run_spec import APPROVALS as APPROVALS
 from ._run_spec import DEFAULT_TASK_SYSTEM_PROMPT as DEFAULT_TASK_SYSTEM_PROMPT
 from ._run_spec import Approval as Approval
@@ -43,6 +53,9 @@ from ._tasks import message_id_for as message_id_for
 __all__ = [
     "APPROVALS",
     "DEFAULT_TASK_SYSTEM_PROMPT",
+    "MASK",
+    "OUTPUT_READ_LIMIT",
+    "PROMPT_MODES",
     "TASK_KIND",
     "ActorInfo",
     "ActorView",
@@ -51,7 +64,9 @@ __all__ = [
     "DeadlineExceeded",
     "Failed",
     "MessageOutcome",
+    "OutputPage",
     "PendingApproval",
+    "PromptMode",
     "RunSpec",
     "Settled",
     "Succeeded",
@@ -61,7 +76,9 @@ __all__ = [
     "WaitOutcome",
     "WaitTimedOut",
     "check_key_env",
+    "check_mode",
     "check_provider_name",
     "executor_shape_problem",
+    "mask_secrets",
     "message_id_for",
 ]

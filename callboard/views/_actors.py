@@ -13,7 +13,12 @@ __all__ = ["ActorInfo", "ActorView", "MessageOutcome", "PendingApproval"]
 
 @attrs.frozen
 class ActorView:
-    """What `Runtime.inspect` tells about one actor."""
+    """What `Runtime.inspect` tells about one actor.
+
+    ``spec`` is the spec it was spawned with, its secrets masked
+    (`mask_secrets`); ``summary`` what its kind adds (a session's
+    conversation length and last turn), or None.
+    """
 
     actor: str
     kind: str
@@ -24,6 +29,8 @@ class ActorView:
     head: int
     restarts: int
     last_error: dict[str, Any] | None
+    spec: Any = None
+    summary: dict[str, Any] | None = None
 
 
 @attrs.frozen

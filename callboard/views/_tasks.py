@@ -17,6 +17,7 @@ from typing import Protocol
 import attrs
 
 from ..mailbox import Address
+from ._modes import PromptMode
 from ._run_spec import RunSpec
 
 __all__ = [
@@ -118,11 +119,15 @@ class TaskOperations(Protocol):
         """Create a task and start it; returns its handle once the spawn is durable."""
         ...
 
-    async def send(self, handle: str, text: str, *, key: str | None = None) -> str:
+    async def send(
+        self, handle: str, text: str, *, key: str | None = None, mode: PromptMode = "queue"
+    ) -> str:
         """Send a follow-up message; returns its id once it is durable.
 
-        A repeated send with the same ``key`` returns the same id and is not
-        answered twice. A task that has settled refuses it with `ActorStopped`.
+        ``mode``: ``queue`` (its own turn, after those before it), ``steer``
+        (join the running turn) or ``interrupt`` (cancel the running turn, then
+        its own). A repeated send with the same ``key`` returns the same id and
+        is not answered twice. A task that has settled refuses it with `ActorStopped`.
         """
         ...
 

@@ -32,6 +32,7 @@ import trio
 from ..errors import ActorStopped, CallboardError
 from ..mailbox import Ack, Event
 from ._actors import ActorView
+from ._modes import PromptMode, check_mode
 from ._tasks import (
     Settled,
     TaskOperations,
@@ -100,10 +101,15 @@ class TaskFacade(TaskOperations):
 
     # -- the operations ---------------------------------------------------------
 
-    async def send(self, handle: str, text: str, *, key: str | None = None) -> str:
+    async def send(
+        self, handle: str, text: str, *, key: str | None = None, mode: PromptMode = "queue"
+    ) -> str:
         """Send a follow-up message; returns its id once it is durable.
 
-        The task answers it in its own turn (see `wait_message`). A repeated
+        The task answers it in its own turn (see `wait_message`); with ``mode``
+        ``"steer"`` it joins the running turn at its next model call and its
+        reply is that turn's answer, and with ``"interrupt"`` it cancels the
+        running turn and its own turn runs next. A repeated
         send with the same ``key`` returns the same id and is not answered
         twice, even once the task has settled. A message that became durable
         just before the task settled is not answered (`wait_message` ends
@@ -113,11 +119,16 @@ class TaskFacade(TaskOperations):
             ActorStopped: the task has settled and takes no more messages (the
                 store refused the message: there is no window between a check
                 and the send).
+            BadMessage: the text is empty, or ``mode`` is none of `PROMPT_MODES`;
+                nothing was sent.
         """
         address = task_address(handle)
         check_text(address, text)
+        body: dict[str, str] = {"text": text}
+        if check_mode(mode) != "queue":
+            body["mode"] = mode
         try:
-            ack = await self._host.send(address, "message", {"text": text}, key=key)
+            ack = await self._host.send(address, "message", body, key=key)
         except ActorStopped:
             raise await self._refusal(address) from None
         return message_id_for(ack.seq)
