@@ -16,6 +16,7 @@ import trio
 from console_helpers import ANSWER, WATCH_STREAMING, browser, console, console_url, driver, shoot
 from scripted_model import ScriptedModel, hold, text, tool_call
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 from serve_helpers import connect_to
 
 __all__ = ["browser", "driver"]  # the fixtures, for pytest to find here
@@ -196,3 +197,42 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def test_a_prompt_sent_to_steer_joins_the_running_turn_at_its_next_model_call(
+    tmp_path, browser
+):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [
+        tool_call("write_file", {"path": "a.txt", "content": "a"}, call_id="call_s"),
+        text("Written, and kept short."),
+    ]
+    with ScriptedModel(script) as model, trio.fail_after(180):
+        async with console(tmp_path, model) as served, connect_to(served) as wire:
+            spec = {"workspace": str(workspace), "approvals": "ask"}
+            await wire.ok("spawn", kind="session", name="s5", spec=spec)
+            url, _, token = console_url(served.line)
+            await browser.get(url + f"#token={token}")
+            await browser.click('a[href="#/actor/session/s5"]')
+            await browser.type("#prompt", "write a.txt")
+            await browser.click("#send-prompt")
+            waiting = '.tool[data-call-id="call_s"][data-status="awaiting approval"]'
+            await browser.element(waiting)
+            await browser.run(
+                lambda: Select(browser.driver.find_element("id", "prompt-mode")).select_by_value(
+                    "steer"
+                )
+            )
+            await browser.type("#prompt", "and keep it short")
+            await browser.click("#send-prompt")
+            await browser.element('.marker[data-type="steer.accepted"]')
+            await browser.click(f"{waiting} button.approve")
+            await browser.element('.msg.user[data-type="turn.steered"] .text', "and keep it short")
+            await browser.element(".msg.assistant:not(.streaming) .text", "kept short")
+            turns = await browser.script(
+                "return document.querySelectorAll('.msg.user[data-type=\"turn.started\"]').length"
+            )
+    assert turns == 1
+    assert len(model.requests) == 2
+    assert model.requests[1]["messages"][-1] == {"role": "user", "content": "and keep it short"}

@@ -80,13 +80,18 @@ export function actorView(main, { gw }, address) {
   if (kind === "session" || kind === "task") {
     const type = kind === "session" ? "prompt" : "message";
     const input = h("textarea", { id: "prompt", rows: 3, placeholder: kind === "session" ? "a prompt" : "a follow-up message" });
-    const form = h("form", { className: "prompt", id: "prompt-form" }, input,
+    // queue: after the turns before it; steer: into the running turn; interrupt: instead of it.
+    const mode = h("select", { id: "prompt-mode", title: "what the prompt does to a running turn" },
+      h("option", { value: "queue" }, "queue"), h("option", { value: "steer" }, "steer"),
+      h("option", { value: "interrupt" }, "interrupt"));
+    const form = h("form", { className: "prompt", id: "prompt-form" }, input, mode,
       h("button", { type: "submit", id: "send-prompt" }, kind === "session" ? "Send prompt" : "Send message"));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const text = input.value.trim();
       if (!text) return;
-      act(`${type} sent`, gw.send(address, type, { text }, freshKey(type))).then((reply) => {
+      const body = mode.value === "queue" ? { text } : { text, mode: mode.value };
+      act(`${type} sent`, gw.send(address, type, body, freshKey(type))).then((reply) => {
         if (reply) input.value = "";
       });
     });

@@ -16,7 +16,7 @@ const main = document.getElementById("view");
 const dialog = document.getElementById("token-dialog");
 
 function takeToken() {
-  const match = /^#token=([^&]+)/.exec(location.hash);
+  const match = /^#token=([^&#]+)/.exec(location.hash);
   if (match) {
     sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
     history.replaceState(null, "", `${location.pathname}${location.search}#/actors`);

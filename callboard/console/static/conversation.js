@@ -6,6 +6,7 @@
 import { actorLink, append, h, pretty, when } from "./dom.js";
 
 const LIFECYCLE = /^(actor\.|session\.|message\.dead_lettered)/;
+const TURN_ENDS = new Set(["turn.completed", "turn.cancelled", "turn.failed", "turn.interrupted"]);
 
 export class Conversation {
   // onAnswer(callId, approved, reason) answers a pending approval.
@@ -122,9 +123,13 @@ export class Conversation {
       this.user(frame, data.prompt_id ? "prompt" : "machine event", data.prompt);
     } else if (type === "task.started") {
       this.user(frame, "task", data.prompt);
+    } else if (type === "turn.steered") {
+      this.user(frame, `steered into ${data.turn_id}`, data.text);
+    } else if (type === "steer.accepted") {
+      this.marker(frame, `${data.id} waits for the next model call of ${data.turn_id}`);
     } else if (type === "message.queued") {
       this.user(frame, `message ${data.message_id}`, data.text);
-    } else if (type.startsWith("turn.") && this.streaming.has(data.turn_id) && type !== "turn.resumed") {
+    } else if (TURN_ENDS.has(type) && this.streaming.has(data.turn_id)) {
       // The turn ended while the model was answering: what streamed stays, marked cut.
       const bubble = this.streaming.get(data.turn_id);
       this.streaming.delete(data.turn_id);
