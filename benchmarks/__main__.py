@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import Result, Scenario, Settings, _baseline, _core, _gateway
+from . import Result, Scenario, Settings, _baseline, _core, _gateway, _postgres
 from ._report import (
     MachineLoad,
     Outcome,
@@ -37,7 +37,7 @@ RESULTS = HERE / "results"
 DEFAULT_TMP = HERE / ".tmp"
 
 # Scenario modules, each exporting SCENARIOS; a new module is one more entry.
-MODULES = [_baseline, _core, _gateway]
+MODULES = [_baseline, _core, _gateway, _postgres]
 SCENARIOS = [scenario for module in MODULES for scenario in module.SCENARIOS]
 
 

@@ -83,11 +83,15 @@ def _store_delta(
 # -- durable send to handled ---------------------------------------------------
 
 
-async def _durable(workdir: Path, *, actors: int, senders: int, messages: int) -> Result:
+async def _durable(
+    workdir: Path, *, actors: int, senders: int, messages: int, store: str | None = None
+) -> Result:
     addresses = [f"counter/a{i}" for i in range(actors)]
     per_sender = messages // senders
     config = callboard.RuntimeConfig(passivate_after=3600.0)
-    async with callboard.open_runtime(workdir / "data", kinds=[Counter], config=config) as rt:
+    async with callboard.open_runtime(
+        workdir / "data", kinds=[Counter], config=config, store=store
+    ) as rt:
 
         async def warm(address: str) -> None:
             ack = await rt.send(address, "add", _BODY)

@@ -41,6 +41,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "actors": ("Actor", "Context", "Supervision"),
     "agent": ("Tasks",),
     "errors": (
+        "ActorCrashed",
         "ActorStopped",
         "BadAddress",
         "BadMessage",
@@ -116,6 +117,7 @@ if TYPE_CHECKING:
     from .actors import Context as Context
     from .actors import Supervision as Supervision
     from .agent import Tasks as Tasks
+    from .errors import ActorCrashed as ActorCrashed
     from .errors import ActorStopped as ActorStopped
     from .errors import BadAddress as BadAddress
     from .errors import BadMessage as BadMessage
@@ -171,6 +173,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Ack",
     "Actor",
+    "ActorCrashed",
     "ActorInfo",
     "ActorStopped",
     "ActorView",

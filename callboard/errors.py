@@ -12,10 +12,12 @@ The tree::
     ├── UnknownActor(CallboardError, LookupError)    no actor at that address
     ├── UnknownKind(CallboardError, LookupError)     no kind of that name
     ├── ActorStopped                                 the actor is stopped or failed
+    ├── ActorCrashed                                 a stepped message crashed its handler
     ├── Permanent                                    fails every time: the actor is not restarted
     │   ├── StateError                               a snapshot that does not structure
     │   └── ConfigurationError                       a setting or directory the actor cannot use
     ├── StoreUnavailable                             cannot persist now: nothing was accepted
+    │   └── LeaseLost                                another node owns the actor now
     ├── UnknownOutcome                               an I/O error left the write undecided
     ├── DataDirectoryLocked                          another process owns the data directory
     ├── DataDirectoryIncompatible                    a schema version this callboard cannot open
@@ -41,6 +43,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "ActorCrashed",
     "ActorStopped",
     "BadAddress",
     "BadMessage",
@@ -53,6 +56,7 @@ __all__ = [
     "Escalation",
     "Forbidden",
     "Lagged",
+    "LeaseLost",
     "ModelError",
     "PathEscape",
     "Permanent",
@@ -127,6 +131,14 @@ class ActorStopped(CallboardError):
     code = "bad_request"
 
 
+class ActorCrashed(CallboardError):
+    """The one message a step handed a paused actor crashed its handler. Its
+    supervision decides what follows; restarted, it stays paused, and the next
+    step tries the message again (or dead-letters it once it used its attempts)."""
+
+    code = "bad_request"
+
+
 class Permanent(CallboardError):
     """An error that will come back however often the actor is restarted (a
     spec or a setting it cannot work with, a missing directory, a snapshot
@@ -153,6 +165,11 @@ class StoreUnavailable(CallboardError):
 
     code = "unavailable"
     retryable = True
+
+
+class LeaseLost(StoreUnavailable):
+    """This node no longer owns the actor: another node took it after this one's
+    lease lapsed. Nothing was written; the actor stops on this node."""
 
 
 class UnknownOutcome(CallboardError):

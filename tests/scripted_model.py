@@ -191,7 +191,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, model: ScriptedModel) -> None:
         self.model = model
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", model.port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
@@ -206,6 +206,7 @@ class ScriptedModel:
     script: list[ScriptItem] = attrs.field(converter=list, factory=list)
     path_prefix: str = "/v1"
     wire: Literal["openai", "anthropic"] = "openai"
+    port: int = 0  # 0 picks a free one; a test bringing a closed port back up names it
     _cond: threading.Condition = attrs.field(factory=threading.Condition, init=False)
     _requests: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     _headers: list[dict[str, str]] = attrs.field(factory=list, init=False)

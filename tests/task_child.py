@@ -1,10 +1,10 @@
 """The first life of a task, in a child process that the tests SIGKILL.
 
 Usage: ``task_child.py SETUP_JSON`` with ``data``, ``workspace``, ``model_url``, ``provider``,
-``prompt`` and optionally ``message``. Opens a runtime on ``data``, spawns
-the task (and sends the message, waiting until the task has queued it),
-prints ``SPAWNED <handle> <message id>`` (flushed), then waits for the task
-until it is killed, wherever its turn stands.
+``prompt``, and optionally ``message`` and ``spec`` (more `RunSpec` fields, as JSON).
+Opens a runtime on ``data``, spawns the task (and sends the message, waiting
+until the task has queued it), prints ``SPAWNED <handle> <message id>``
+(flushed), then waits for the task until it is killed, wherever its turn stands.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ async def main(setup_json: str) -> None:
             deadline=timedelta(minutes=2),
             approve="always",
             provider=setup.get("provider"),
+            **(setup.get("spec") or {}),
         )
         handle = await tasks.spawn(spec)
         message_id = ""

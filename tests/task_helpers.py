@@ -81,12 +81,19 @@ CHILD = Path(__file__).with_name("task_child.py")
 
 @asynccontextmanager
 async def first_life(
-    data: Path, workspace: Path, model: ScriptedModel, message: str | None = None
+    data: Path,
+    workspace: Path,
+    model: ScriptedModel,
+    message: str | None = None,
+    **spec_fields: Any,
 ) -> AsyncIterator[FirstLife]:
-    """Run the first life until it has spawned its task; SIGKILL it when the block ends."""
+    """Run the first life until it has spawned its task; SIGKILL it when the block ends.
+
+    ``spec_fields`` go into the task's `RunSpec` as they are (JSON values)."""
     setup = {
         "data": str(data), "workspace": str(workspace), "model_url": model.base_url,
         "prompt": PROMPT, "message": message, "provider": model.provider_fields.get("provider"),
+        "spec": spec_fields,
     }  # fmt: skip
     process = await trio.lowlevel.open_process(
         [sys.executable, str(CHILD), json.dumps(setup)], stdout=subprocess.PIPE

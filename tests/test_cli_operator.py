@@ -136,6 +136,27 @@ async def test_an_answer_that_cannot_apply_exits_1_naming_what_waits(tmp_path):
     assert [p.call_id for p in still] == ["call_1"]
 
 
+async def test_ls_shows_a_session_waiting_for_approval_as_waiting_until_it_is_answered(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with trio.fail_after(40), ScriptedModel([WRITE_NOTE, text("written")]) as model:
+        async with serving(tmp_path / "data") as server, connect(server.url) as client:
+            await client.spawn("session", session_spec(model, workspace), name="s1")
+            await asked(client, "session/s1")
+            waiting = await cli("ls", "--url", server.url)
+            only_waiting = await cli("ls", "--status", "waiting", "--url", server.url)
+            none_active = await cli("ls", "--status", "active", "--url", server.url)
+            await cli("approve", "session/s1", "--url", server.url)
+            await until(client, "session/s1", "turn.completed")
+            answered = await cli("ls", "--url", server.url)
+    header = "ACTOR       STATUS   MAILBOX  RESTARTS"
+    assert waiting == (0, [header, "session/s1  waiting  0        0"], [])
+    assert only_waiting == waiting
+    assert none_active == (0, ["no actors"], [])
+    assert answered == (0, ["ACTOR       STATUS  MAILBOX  RESTARTS",
+                            "session/s1  active  0        0"], [])  # fmt: skip
+
+
 async def test_a_task_waiting_for_approval_is_listed_and_approved_like_a_session(tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -270,4 +291,4 @@ async def test_the_repl_offers_the_operator_verbs(tmp_path):
         "box/b1 stopped",
         "deleted box/b1",
     ]
-    assert out[5] == "usage: approve [-h] [--reason TEXT] [--json] ADDRESS [CALL_ID]"
+    assert out[5] == "usage: approve [-h] [--reason TEXT] [--always] [--json] ADDRESS [CALL_ID]"

@@ -139,7 +139,7 @@ async def test_tail_renders_a_turn_for_people_marks_a_resumed_turn_and_ends_with
         '     8  AT  turn.completed  {"turn_id":"turn-1","prompt_id":"p1",'
         '"answer":"Hello there, friend"}',
         '     9  AT  actor.stopped  {"status":"stopped"}',
-    ]
+    ], shown  # the whole of what tail printed, should a line ever come out of place
     assert (code, rest) == (0, b""), "tail ends by itself once the actor has stopped"
 
 
@@ -183,6 +183,7 @@ async def test_inspect_of_a_session_prints_its_conversation_last_turn_and_masked
         "conversation  2 items",
         "last_turn     > hi",
         "              Hello there (0 tool calls)",
+        "usage         7 in, 5 out, 1 model calls, 0 tool calls, cost 0",
     ]
     assert f'    "base_url": "{model.base_url.replace("http://", "http://me:***@")}",' in spec_lines
     assert "hunter2" not in out

@@ -75,7 +75,10 @@ async def test_spawn_with_a_misspelt_spec_key_exits_1_naming_it_and_the_valid_ke
     assert done.stderr.decode() == (
         "callboard: the spec for 'session/s1' has an unknown key 'aprovals' (did you mean "
         "'approvals'?); a SessionSpec takes workspace, model, base_url, system_prompt, "
-        "approvals, on_restart, background_on_timeout, executor, api_key_env, provider\n"
+        "approvals, on_restart, background_on_timeout, executor, api_key_env, provider, "
+        "approval_timeout, approval_default, context_window, keep_turns, max_tokens, max_cost, "
+        "max_model_calls, max_tool_calls, prices, turn_deadline, on_budget, outage_retry_limit, "
+        "outage_retry_for\n"
     )
     assert listed.stdout == b"no actors\n"
 

@@ -20,20 +20,25 @@ from hypothesis import strategies as st
 from callboard.codec import converter
 from callboard.gateway._frames import (
     FrameError,
+    GetState,
     Hello,
     Inspect,
     ListActors,
     Output,
+    Pause,
     Ping,
     Request,
+    Resume,
     Send,
+    SetState,
     Spawn,
+    Step,
     Stop,
     Subscribe,
     Unsubscribe,
     parse_frame,
 )
-from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Requeue
+from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Nodes, Requeue
 
 MAX_FRAME = 1 << 20
 
@@ -62,6 +67,12 @@ REQUESTS = [
     Delete("x1", "session/old"),
     Output("o1", "job/ab12", 1234, 4096),
     Output("o2", "job/ab12"),
+    GetState("g1", "counter/a"),
+    SetState("g2", "counter/a", {"total": 3}),
+    Pause("g3", "counter/a"),
+    Resume("g4", "counter/a"),
+    Step("g5", "counter/a"),
+    Nodes("n1"),
 ]
 
 
@@ -108,8 +119,8 @@ def test_an_unknown_op_is_refused_naming_the_ops_there_are_before_any_field():
     assert result == FrameError(
         "bad_request",
         "field 'op' has unknown op \"launch\" (a string); known: approvals, dead_letters, "
-        "delete, hello, inspect, list, output, ping, requeue, send, spawn, stop, subscribe, "
-        "unsubscribe",
+        "delete, hello, inspect, list, nodes, output, pause, ping, requeue, resume, send, "
+        "set_state, spawn, state, step, stop, subscribe, unsubscribe",
         "7",
         "launch",
     )

@@ -53,5 +53,16 @@ async def test_inspect_of_a_session_shows_its_masked_spec_and_its_last_turn(tmp_
         "conversation": 2,
         "last_turn": {"at": 0, "prompt": "hi", "answer": "Hello there", "tool_calls": 0},
         "running": None,
-    }
+        "budget": {
+            "usage": {
+                "input_tokens": 7, "output_tokens": 5, "model_calls": 1, "tool_calls": 0,
+                "cost": 0.0,
+            },
+            "limits": {
+                "max_tokens": None, "max_cost": None, "max_model_calls": None,
+                "max_tool_calls": None, "turn_deadline": None,
+            },
+            "breach": None,
+        },
+    }  # fmt: skip
     assert (box.spec, box.summary) == (None, None), "a kind without a spec or summary adds none"

@@ -117,7 +117,7 @@ async def test_help_lists_every_command_and_explains_one_and_history_is_kept(tmp
                     "tail [--after N] [--json] ADDRESS",
                     "ping [--json]",
                     "approvals [--json] [ADDRESS]",
-                    "approve [--reason TEXT] [--json] ADDRESS [CALL_ID]",
+                    "approve [--reason TEXT] [--always] [--json] ADDRESS [CALL_ID]",
                     "deny [--reason TEXT] [--json] ADDRESS [CALL_ID]",
                     "dead-letters [--json] [ADDRESS]",
                     "requeue [--json] ID",

@@ -15,11 +15,15 @@ from callboard.agent import builtin_kinds
 
 SESSION_FIELDS = (
     "workspace, model, base_url, system_prompt, approvals, on_restart, "
-    "background_on_timeout, executor, api_key_env, provider"
+    "background_on_timeout, executor, api_key_env, provider, approval_timeout, approval_default, "
+    "context_window, keep_turns, max_tokens, max_cost, max_model_calls, max_tool_calls, prices, "
+    "turn_deadline, on_budget, outage_retry_limit, outage_retry_for"
 )
 TASK_FIELDS = (
     "prompt, base_url, model, deadline, approve, workspace, system_prompt, executor, "
-    "api_key_env, provider"
+    "api_key_env, provider, approval_timeout, approval_default, context_window, keep_turns, "
+    "max_tokens, max_cost, max_model_calls, max_tool_calls, prices, on_budget, "
+    "outage_retry_limit, outage_retry_for"
 )
 
 

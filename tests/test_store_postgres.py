@@ -1,6 +1,6 @@
-"""What only the PostgreSQL store does: its schema version, one node per
-database, errors that name the URL without its password, and reconnecting
-after a lost connection."""
+"""What only the PostgreSQL store does: its schema version and its migration,
+several stores on one database, errors that name the URL without its
+password, and reconnecting after a lost connection."""
 
 from __future__ import annotations
 
@@ -13,12 +13,7 @@ import trio
 import trio.testing
 
 import callboard
-from callboard.errors import (
-    DataDirectoryIncompatible,
-    DataDirectoryLocked,
-    StoreUnavailable,
-    UnknownOutcome,
-)
+from callboard.errors import DataDirectoryIncompatible, StoreUnavailable, UnknownOutcome
 from callboard.store import Enqueue, StoredAck, open_store
 from callboard.store._pg_connect import redact
 from callboard.store._pg_schema import SCHEMA_VERSION
@@ -42,15 +37,41 @@ def msg(address: str, key: str | None = None) -> Enqueue:
     return Enqueue(address, "note", b'"m"', key=key, create_kind="k")
 
 
-async def test_a_new_database_records_the_schema_version_and_who_opened_it(pg_url, tmp_path):
+def node_names(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT node FROM callboard_nodes ORDER BY node")]
+
+
+async def test_a_new_database_records_the_schema_version_and_each_live_node(pg_url, tmp_path):
     with trio.fail_after(10):
         async with callboard.open_runtime(tmp_path, store=pg_url, node="n1"):
-            pass
-        async with callboard.open_runtime(tmp_path, store=pg_url, node="n2"):
-            pass
+            while_open = node_names(pg_url)
+        # A node that closes gives its lease up at once.
+        after = node_names(pg_url)
     assert stored_version(pg_url) == str(SCHEMA_VERSION)
+    assert (while_open, after) == (["n1"], [])
+
+
+async def test_a_database_of_version_1_is_migrated_to_leases_in_place(pg_url, tmp_path):
+    with trio.fail_after(10):
+        async with open_postgres_store(pg_url, tmp_path, node="n1") as store:
+            assert await store.enqueue([msg("a")]) == [StoredAck("a", 1, False)]
+        # As version 1 left it: a store-wide owner row, no lease tables, no pause.
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("ALTER TABLE actors DROP COLUMN paused")
+            conn.execute("DROP TABLE callboard_nodes, callboard_ownership")
+            conn.execute(
+                "CREATE TABLE callboard_owner (id INTEGER PRIMARY KEY, epoch BIGINT NOT NULL, "
+                "node TEXT, opened_at DOUBLE PRECISION NOT NULL)"
+            )
+            conn.execute("INSERT INTO callboard_owner VALUES (1, 3, 'n1', 0)")
+            conn.execute("UPDATE callboard_meta SET value = '1' WHERE key = 'schema'")
+        async with open_postgres_store(pg_url, tmp_path, node="n1") as store:
+            assert await store.enqueue([msg("a")]) == [StoredAck("a", 2, False)]
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT epoch, node FROM callboard_owner").fetchall() == [(2, "n2")]
+        owner_left = conn.execute("SELECT to_regclass('callboard_owner')").fetchone()
+    assert stored_version(pg_url) == "3"
+    assert owner_left == (None,)
 
 
 async def test_a_database_of_a_newer_schema_version_is_refused_and_left_as_it_was(pg_url, tmp_path):
@@ -84,24 +105,24 @@ async def test_a_database_with_tables_of_its_own_is_not_taken_over(pg_url, tmp_p
     assert "has tables of its own but no callboard schema version" in str(refused.value)
 
 
-async def test_a_second_store_on_the_same_database_is_refused_while_the_first_lives(
-    pg_url, tmp_path
-):
-    with trio.fail_after(10):
-        async with open_postgres_store(pg_url, tmp_path / "one") as first:
-            assert await first.enqueue([msg("a")]) == [StoredAck("a", 1, False)]
-            with pytest.raises(DataDirectoryLocked) as refused:
-                async with open_postgres_store(pg_url, tmp_path / "two"):
-                    pass  # pragma: no cover
-            # The first goes on as if nothing happened.
-            assert await first.enqueue([msg("a")]) == [StoredAck("a", 2, False)]
-        # Once the first has closed, the database may be opened elsewhere.
-        async with open_postgres_store(pg_url, tmp_path / "two") as second:
-            assert await second.enqueue([msg("a")]) == [StoredAck("a", 3, False)]
-    assert str(refused.value) == (
-        f"the database at {pg_url} is in use by another callboard store; several nodes "
-        "on one PostgreSQL database are not supported yet: stop the other one first"
-    )
+async def test_two_stores_on_one_database_number_one_mailbox_with_no_gap(pg_url, tmp_path):
+    with trio.fail_after(20):
+        async with (
+            open_postgres_store(pg_url, tmp_path / "one", node="n1") as first,
+            open_postgres_store(pg_url, tmp_path / "two", node="n2") as second,
+        ):
+            acks: list[object] = []
+
+            async def send(store, n):
+                for _ in range(n):
+                    acks.extend(await store.enqueue([msg("a")]))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send, first, 20)
+                nursery.start_soon(send, second, 20)
+            stored = [r.seq for r in await first.pending("a", 0, 100)]
+    assert sorted(ack.seq for ack in acks) == list(range(1, 41))
+    assert stored == list(range(1, 41))
 
 
 async def test_an_unreachable_server_is_named_without_the_password(pg_server, tmp_path, caplog):
@@ -188,22 +209,6 @@ async def test_a_lost_connection_is_refused_then_reconnected_and_the_runtime_tol
             assert retried == StoredAck("a", 2, False)
             assert store.statistics().recoveries == 1
             assert [r.seq for r in await store.pending("a", 0, 10)] == [1, 2]
-
-
-async def test_a_store_fenced_by_a_later_opener_takes_no_more_writes(pg_url, tmp_path):
-    with trio.fail_after(20):
-        async with open_postgres_store(pg_url, tmp_path / "one") as first:
-            assert await first.enqueue([msg("a")]) == [StoredAck("a", 1, False)]
-            terminate_writer(pg_url)
-            # While the first is disconnected, another store opens the database.
-            async with open_postgres_store(pg_url, tmp_path / "two") as second:
-                assert await second.enqueue([msg("a")]) == [StoredAck("a", 2, False)]
-            for _ in range(2):
-                with pytest.raises(StoreUnavailable) as refused:
-                    await first.enqueue([msg("a")])
-            assert "another callboard store opened the database" in str(refused.value)
-            assert not first.healthy
-            assert [r.seq for r in await first.pending("a", 0, 10)] == [1, 2]
 
 
 async def test_every_connection_commits_synchronously_and_bounds_its_statements(pg_url, tmp_path):

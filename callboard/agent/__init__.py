@@ -2,14 +2,21 @@
 
 General layout, bottom up:
 
+- ``_approval_deadlines``: an approval's deadline (a durable timer) and the
+  tools a person allowed for the rest of a session.
 - ``_journal``: the turn journal, a pure state machine (no trio): where a turn
   stands, what to do next, and what each step appends to the conversation.
   Shared by sessions and tasks.
 - ``_turn``: `drive_turn`, which runs a turn inside an actor's activity (model
   calls, tool calls, approvals), committing after every step.
+- ``_compaction``: when a conversation outgrows its model's context, older
+  turns summarised into a checkpoint in the log (`Compaction`, `PromptSize`).
 - ``_job_tools``, ``_job_owner``: the background jobs a session or task owns
   (its records, the job tools, machine events); ``_executor_spec``: where
   their commands run (this machine, or another over ssh).
+- ``_budget_state``, ``_budgets``: what a session or task spent, its limits,
+  and what a breach does (``pause``, ``ask``, ``fail``); charged in the
+  commit of each model answer and tool call.
 - ``_bodies``: the bodies of the messages a session and a task take, as
   strict types (a body that does not fit is rejected naming the field).
 - ``_steer``: a prompt's mode against a running turn: ``steer`` joins it at its
@@ -26,6 +33,14 @@ General layout, bottom up:
   are in `callboard.views`, shared with `callboard.client.RemoteTasks`.
 """
 
+from ._approval_deadlines import ApprovalDeadlines as ApprovalDeadlines
+from ._approval_deadlines import ToolDeadline as ToolDeadline
+from ._compaction import CHECKPOINT_TYPE as CHECKPOINT_TYPE
+from ._compaction import SUMMARY_HEADER as SUMMARY_HEADER
+from ._compaction import SUMMARY_INSTRUCTION as SUMMARY_INSTRUCTION
+from ._compaction import Compaction as Compaction
+from ._compaction import PromptSize as PromptSize
+from ._compaction import model_messages as model_messages
 from ._journal import CANCELLED_RESULT as CANCELLED_RESULT
 from ._journal import INTERRUPTED_RESULT as INTERRUPTED_RESULT
 from ._journal import NOT_RUN_RESULT as NOT_RUN_RESULT
@@ -79,6 +94,7 @@ from ._turn import drive_turn as drive_turn
 
 __all__ = [
     "CANCELLED_RESULT",
+    "CHECKPOINT_TYPE",
     "DEFAULT_SYSTEM_PROMPT",
     "DEFAULT_TASK_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
@@ -86,15 +102,20 @@ __all__ = [
     "NOT_RUN_RESULT",
     "NO_MODEL_HELP",
     "NO_WORKSPACE_HELP",
+    "SUMMARY_HEADER",
+    "SUMMARY_INSTRUCTION",
     "AgentSettings",
+    "ApprovalDeadlines",
     "AskModel",
     "AwaitApproval",
     "CallRecord",
     "Cancelled",
+    "Compaction",
     "ConversationLog",
     "DeadlineExceeded",
     "Failed",
     "ModelCallHook",
+    "PromptSize",
     "QueuedPrompt",
     "Refuse",
     "ReportInterrupted",
@@ -112,6 +133,7 @@ __all__ = [
     "TaskState",
     "Tasks",
     "Terminal",
+    "ToolDeadline",
     "TurnJournal",
     "WaitOutcome",
     "WaitTimedOut",
@@ -122,6 +144,7 @@ __all__ = [
     "close_turn_records",
     "conversation",
     "drive_turn",
+    "model_messages",
     "next_step",
     "record_approval",
     "record_approval_asked",

@@ -20,6 +20,7 @@ from ..actors import Context
 from ..codec import JSONShapeError, strict_json, structure_json
 from ..mailbox import Message
 from ..views import PromptMode
+from ._approval_deadlines import Scope
 from ._turn_runner import reject
 
 __all__ = [
@@ -57,11 +58,13 @@ class CancelBody:
 class ApproveBody:
     """``approve``: the answer to the call ``call_id`` (which may be left out when
     one call waits); ``approved`` false denies it, and ``reason`` reaches the
-    model in the tool result it sees."""
+    model in the tool result it sees. ``scope`` ``session`` also allows the
+    tool for the rest of the session (``_approval_deadlines``)."""
 
     call_id: str | None = None
     approved: bool = True
     reason: str | None = None
+    scope: Scope = "call"
 
 
 @strict_json()

@@ -43,6 +43,7 @@ __all__ = [
     "AskModel",
     "AwaitApproval",
     "CallRecord",
+    "ModelOutage",
     "Refuse",
     "ReportInterrupted",
     "RequestApproval",
@@ -70,6 +71,9 @@ cancel) and the model was told so instead of a result."""
 ApprovalMark = Literal["none", "asked", "approved", "denied"]
 """Where the call's approval stands: not needed or not asked yet, asked and
 waiting, or answered."""
+
+OnExpiry = Literal["deny", "approve"]
+"""What an approval that nobody answered before its deadline becomes."""
 
 Phase = Literal["model", "tools", "answered"]
 """``model``: the model is (to be) asked; ``tools``: the calls of its last answer
@@ -108,11 +112,34 @@ class CallRecord:
     """When the approval was asked (wall time); None when it never was."""
     reason: str | None = None
     """What the person said with their answer; it reaches the model with a denial."""
+    deadline_at: float | None = None
+    """When an unanswered approval expires (wall time); None: it waits for ever."""
+    on_expiry: OnExpiry = "deny"
+    """What the approval becomes at ``deadline_at`` if nobody answered."""
+    expired: bool = False
+    """The answer is ``on_expiry``'s, given by the deadline and not by a person."""
 
     @property
     def finished(self) -> bool:
         """Whether the model will be told something for it (a result or why there is none)."""
         return self.status in ("done", "interrupted")
+
+
+@attrs.define
+class ModelOutage:
+    """The model server could not be reached: the turn is parked until ``retry_at``.
+
+    ``since`` is when the first ask of this outage failed (wall time),
+    ``failures`` how many asks have failed since, ``error`` and ``status`` the
+    last failure's; ``waiting`` holds until the retry timer fires (``_outage``).
+    """
+
+    since: float
+    failures: int
+    retry_at: float
+    error: str
+    status: int | None = None
+    waiting: bool = True
 
 
 @attrs.define
@@ -132,6 +159,8 @@ class TurnJournal:
     responses: int = 0
     started_at: int = 0
     answer: str | None = None
+    outage: ModelOutage | None = None
+    """Set while the turn is parked through a model outage (``_outage``)."""
 
     def call(self, call_id: str) -> CallRecord:
         """The call ``call_id`` of the current tool round; KeyError if there is none."""
@@ -247,6 +276,7 @@ def record_reply(
     if turn.phase != "model":
         raise ValueError(f"turn {turn.turn_id} is not waiting for the model (phase {turn.phase})")
     turn.responses += 1
+    turn.outage = None  # the model answered: an outage it was parked through is over
     seen: set[str] = set()
     calls: list[CallRecord] = []
     for index, call in enumerate(tool_calls):
@@ -274,15 +304,30 @@ def record_reply(
 def denial(call: CallRecord) -> str:
     """What the model is told of a denied ``call``: that it was denied, and the
     person's reason when they gave one."""
+    if call.expired:
+        return (
+            f"denied: nobody answered the approval request for this {call.name} call "
+            "before its deadline, so it was not run."
+        )
     said = f"denied: the user did not approve this {call.name} call."
     return f"{said} Their reason: {call.reason}" if call.reason else said
 
 
-def record_approval_asked(turn: TurnJournal, call_id: str, at: float | None = None) -> None:
-    """``call_id`` now waits for a person's answer (asked at wall time ``at``)."""
+def record_approval_asked(
+    turn: TurnJournal,
+    call_id: str,
+    at: float | None = None,
+    *,
+    deadline_at: float | None = None,
+    on_expiry: OnExpiry = "deny",
+) -> None:
+    """``call_id`` now waits for a person's answer (asked at wall time ``at``),
+    until ``deadline_at`` if there is one, when it becomes ``on_expiry``."""
     call = _pending(turn, call_id)
     call.approval = "asked"
     call.asked_at = at
+    call.deadline_at = deadline_at
+    call.on_expiry = on_expiry
 
 
 def record_approval(

@@ -38,13 +38,17 @@ from ..actors import Context
 from ..errors import ModelError
 from ..llm import ChatClient
 from ..mailbox import Message
-from ..tools import DEFAULT_APPROVAL_POLICY, ApprovalPolicy
+from ..tools import DEFAULT_APPROVAL_POLICY
 from ..views import PromptMode
+from ._approval_deadlines import APPROVAL_DEADLINE, read_approvals
 from ._bodies import ApproveBody, CancelBody, QueueMoveBody, QueueRemoveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
+from ._compaction import PromptSize
 from ._confinement import check_executor_host, check_model, check_spawn_workspace
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import INTERRUPTED_RESULT, TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY, waiting
 from ._session_spec import DEFAULT_SYSTEM_PROMPT, SessionSpec
 from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._turn import AgentSettings, ConversationLog, close_turn_records
@@ -75,6 +79,9 @@ class SessionState:
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
     steering: list[Steer] = attrs.Factory(list)
+    allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the session
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Session(TurnRunner):
@@ -83,8 +90,10 @@ class Session(TurnRunner):
     Messages: ``prompt`` (``{"text", "mode"}`` or a string; ``mode`` is ``queue``,
     ``steer`` or ``interrupt``, see ``_steer``), ``queue.remove`` (``{"id"}``),
     ``queue.move`` (``{"id", "to"}``), ``pause``, ``resume``, ``cancel``
-    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason"}``;
-    ``approved`` defaults to true), and ``job.finished`` from one of its jobs.
+    (optionally ``{"turn_id"}``), ``approve`` (``{"call_id", "approved", "reason",
+    "scope"}``; ``approved`` defaults to true; the call ``budget`` answers a
+    budget's ``ask``), ``raise_budget`` (new limits, `_budgets`), ``job.finished``
+    from one of its jobs, and ``approval.deadline`` (its own timer).
     A message that cannot apply is answered with a ``message.rejected`` event
     saying why, and changes nothing.
     """
@@ -100,6 +109,7 @@ class Session(TurnRunner):
         check_spawn_workspace(spec.workspace, spec.executor, settings)
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -113,7 +123,9 @@ class Session(TurnRunner):
         await self._chat.load(ctx)
         turn = self.state.active
         if turn is not None:
-            if self.spec.on_restart == "interrupt":
+            # A turn parked through a model outage was cut off from nothing: it waits
+            # on (and an activation by its own timer, after passivation, is no restart).
+            if self.spec.on_restart == "interrupt" and not waiting(turn):
                 close_turn_records(ctx, turn, self._chat, INTERRUPTED_RESULT)
                 self.state.active = None
                 ctx.emit("turn.interrupted", turn_event(turn, prompt=turn.prompt))
@@ -163,10 +175,18 @@ class Session(TurnRunner):
                 self._cancel(ctx, message, cancel.turn_id)
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
+                self._approve(
+                    ctx, message, answer.call_id, answer.approved, answer.reason, answer.scope
+                )
+        elif message.type == APPROVAL_DEADLINE:
+            self._approval_deadline(ctx, message)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a session does not handle {message.type!r} messages")
 
@@ -248,6 +268,7 @@ class Session(TurnRunner):
         self._stop_turn(ctx, turn)
         ctx.emit("turn.cancelled", turn_event(turn))
         self._unsteer(ctx)
+        self._wake(ctx)  # a turn parked through an outage had no runner to go on
 
     def _start_next(self, ctx: Context) -> bool:
         """Start a turn: for the waiting machine events (all of them), else the next
@@ -265,6 +286,7 @@ class Session(TurnRunner):
         )
         self._chat.append(ctx, items)
         self.state.active = turn
+        self._budget.start_turn(ctx, turn)
         if entry is not None:
             ctx.emit("queue.dequeued", {"id": entry.id, "turn_id": turn.turn_id})
         else:
@@ -290,9 +312,10 @@ class Session(TurnRunner):
 
     def _settings(self, ctx: Context) -> AgentSettings:
         spec = self.spec
-        policy = (
-            ApprovalPolicy.from_json(spec.approvals)
-            if spec.approvals is not None
-            else DEFAULT_APPROVAL_POLICY
+        policy, deadlines = read_approvals(
+            spec.approvals, spec.approval_timeout, spec.approval_default
         )
-        return agent_settings(ctx, spec, workspace=spec.workspace, policy=policy)
+        return agent_settings(
+            ctx, spec, workspace=spec.workspace, policy=policy or DEFAULT_APPROVAL_POLICY,
+            deadlines=deadlines,
+        )  # fmt: skip

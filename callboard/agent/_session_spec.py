@@ -8,8 +8,22 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
-from ..tools import ApprovalPolicy
-from ..views import check_provider_name
+from ..views import (
+    BudgetPolicy,
+    check_approval_default,
+    check_approval_timeout,
+    check_budget_policy,
+    check_context_window,
+    check_cost_limit,
+    check_count_limit,
+    check_keep_turns,
+    check_prices,
+    check_provider_name,
+    check_retry_limit,
+    check_retry_seconds,
+    check_turn_deadline,
+)
+from ._approval_deadlines import read_approvals
 from ._executor_spec import check_executor, check_key_env
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionSpec"]
@@ -32,7 +46,7 @@ def _check_workspace(instance: SessionSpec, attribute: Any, value: Any) -> None:
 def _check_approvals(instance: SessionSpec, attribute: Any, value: Any) -> None:
     if value is not None:
         try:
-            ApprovalPolicy.from_json(value)
+            read_approvals(value)
         except ValueError as exc:
             raise TypeError(f"'approvals': {exc}") from None
 
@@ -46,8 +60,12 @@ class SessionSpec:
     ``model`` and ``model_url``, else ``$CALLBOARD_MODEL`` and
     ``$CALLBOARD_MODEL_URL``. ``background_on_timeout``: a command still running
     at its timeout goes on as a background job (true) or is stopped (false).
-    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`);
-    None means `DEFAULT_APPROVAL_POLICY`.
+    ``approvals`` is a policy word or a mapping (`ApprovalPolicy.from_json`),
+    where a tool's entry may also be ``{"approval", "timeout", "default"}``
+    (``_approval_deadlines``); None means `DEFAULT_APPROVAL_POLICY`.
+    ``approval_timeout`` (seconds; None: no deadline) is how long a call waits
+    for its approval, and ``approval_default`` (``deny`` or ``approve``) what
+    it becomes then, unless the tool's entry says otherwise.
     ``on_restart`` says what happens to a turn cut off by a crash: ``continue``
     it, or report it as ``turn.interrupted`` and pause the queue.
     ``executor`` says where ``shell_run`` and the jobs run: None on this
@@ -61,6 +79,17 @@ class SessionSpec:
     completions) or ``anthropic`` (the Messages API); None means the
     runtime's ``provider`` setting (``serve --provider``) for the configured
     model URL, and ``openai`` for a URL of the spec's own.
+    ``context_window`` is the size in tokens a model request may reach (as
+    estimated: ``callboard.agent._compaction``) before the turns older than the
+    last ``keep_turns`` are summarised into a checkpoint; None means the
+    runtime's ``context_window`` setting for the configured model URL, else
+    compaction only when the server says the conversation overflows.
+    ``max_tokens``, ``max_cost``, ``max_model_calls``, ``max_tool_calls``,
+    ``prices``, ``turn_deadline`` and ``on_budget`` cap what the session
+    spends and what a breach does (``callboard.views._budget_spec``); a
+    session has a person, so a breach pauses the turn by default.
+    ``outage_retry_limit`` and ``outage_retry_for`` bound how long a turn waits,
+    parked, for a model server that is down (``_outage``); None: the host's.
     """
 
     workspace: str = attrs.field(validator=_check_workspace)
@@ -73,3 +102,18 @@ class SessionSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    approval_timeout: float | None = attrs.field(default=None, validator=check_approval_timeout)
+    approval_default: Literal["deny", "approve"] = attrs.field(
+        default="deny", validator=check_approval_default
+    )
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    turn_deadline: float | None = attrs.field(default=None, validator=check_turn_deadline)
+    on_budget: BudgetPolicy = attrs.field(default="pause", validator=check_budget_policy)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)

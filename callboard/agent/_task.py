@@ -39,7 +39,10 @@ from ..llm import ChatClient
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ..views import PromptMode
+from ._approval_deadlines import APPROVAL_DEADLINE, ApprovalDeadlines, ToolDeadline
 from ._bodies import ApproveBody, TextBody, read_body
+from ._budgets import BUDGET_MESSAGES, BudgetState, check_budget
+from ._compaction import PromptSize
 from ._confinement import (
     check_directory,
     check_executor_host,
@@ -50,6 +53,7 @@ from ._confinement import (
 from ._job_owner import adopt_orphans, job_tools_for, stop_jobs_of_ending_owner
 from ._job_tools import JobRecord, JobTools
 from ._journal import TurnJournal, begin_turn
+from ._outage import OUTAGE_RETRY
 from ._steer import Steer, announce_steer, interrupted_by, steer_into
 from ._task_spec import (
     CONVERSATION_LOG,
@@ -67,6 +71,9 @@ from ._turn_runner import TurnRunner, agent_settings, reject, turn_event
 
 __all__ = ["Task", "TaskJobsState"]
 
+_OWN_TIMERS = ("deadline", APPROVAL_DEADLINE, OUTAGE_RETRY)
+"""Timers a settled task ignores without a word: they were set before it settled."""
+
 
 @attrs.define
 class TaskJobsState(TaskState):
@@ -75,6 +82,9 @@ class TaskJobsState(TaskState):
 
     jobs: dict[str, JobRecord] = attrs.Factory(dict)
     machine_events: list[str] = attrs.Factory(list)
+    allowed_tools: list[str] = attrs.Factory(list)  # approved for the rest of the task
+    prompt_size: PromptSize = attrs.Factory(PromptSize)  # the last model request's (compaction)
+    budget: BudgetState = attrs.Factory(BudgetState)  # usage and limits (`_budgets`)
 
 
 class Task(TurnRunner):
@@ -82,10 +92,11 @@ class Task(TurnRunner):
 
     Messages: ``message`` (``{"text", "mode"}`` or a string; its id is
     `message_id_for` its seq; ``mode`` is ``queue``, ``steer`` or ``interrupt``,
-    see ``_steer``), ``cancel``, ``approve`` (``{"call_id",
-    "approved", "reason"}``), ``deadline`` (the task's own timer), and ``job.finished``
-    from one of its jobs. After the task settled, a message is answered with
-    ``message.rejected``.
+    see ``_steer``), ``cancel``, ``approve`` (``{"call_id", "approved", "reason",
+    "scope"}``; the call ``budget`` answers a budget's ``ask``), ``raise_budget``
+    (new limits, `_budgets`), ``deadline`` and ``approval.deadline`` (the task's
+    own timers), and ``job.finished`` from one of its jobs. After the task
+    settled, a message is answered with ``message.rejected``.
     """
 
     kind = "task"
@@ -108,6 +119,7 @@ class Task(TurnRunner):
             check_directory(host, "the host's workspace")
         check_model(spec.base_url, spec.api_key_env, settings)
         check_executor_host(spec.executor, settings)
+        check_budget(spec, settings)
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
@@ -144,7 +156,7 @@ class Task(TurnRunner):
             self._settle(ctx, TaskOutcome("cancelled", error="the task was stopped"))
 
     async def handle(self, ctx: Context, message: Message) -> None:
-        if self.state.terminal is not None and message.type != "deadline":
+        if self.state.terminal is not None and message.type not in _OWN_TIMERS:
             if message.type == "message":
                 self.state.messages.append(
                     TaskMessage(message_id_for(message.seq), status="unanswered")
@@ -166,10 +178,18 @@ class Task(TurnRunner):
                 self._settle(ctx, TaskOutcome("deadline_exceeded"))
         elif message.type == "approve":
             if (answer := read_body(ctx, message, ApproveBody)) is not None:
-                self._approve(ctx, message, answer.call_id, answer.approved, answer.reason)
+                self._approve(
+                    ctx, message, answer.call_id, answer.approved, answer.reason, answer.scope
+                )
+        elif message.type == APPROVAL_DEADLINE:
+            self._approval_deadline(ctx, message)
         elif message.type == "job.finished":
             body = message.body if isinstance(message.body, dict) else {}
             self._job_finished(ctx, message, body)
+        elif message.type in BUDGET_MESSAGES:
+            self._budget_message(ctx, message)
+        elif message.type == OUTAGE_RETRY:
+            self._retry_model(ctx, message)
         else:
             reject(ctx, message, f"a task does not handle {message.type!r} messages")
 
@@ -295,5 +315,9 @@ class Task(TurnRunner):
         )
 
     def _settings(self, ctx: Context) -> AgentSettings:
-        policy = ApprovalPolicy(default=self.spec.approve)
-        return agent_settings(ctx, self.spec, workspace=self.state.workspace, policy=policy)
+        spec = self.spec
+        policy = ApprovalPolicy(default=spec.approve)
+        deadlines = ApprovalDeadlines(ToolDeadline(spec.approval_timeout, spec.approval_default))
+        return agent_settings(
+            ctx, spec, workspace=self.state.workspace, policy=policy, deadlines=deadlines
+        )

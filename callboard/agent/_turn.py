@@ -40,6 +40,9 @@ from ..actors import Context
 from ..errors import ModelError, SpecRefused
 from ..llm import AssistantReply, ChatClient, Provider
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
+from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
+from ._budgets import Budget, BudgetExceeded
+from ._compaction import Compaction, PromptSize, ask_compacting, model_messages, summariser
 from ._confinement import confined_workspace
 from ._job_tools import JobTools
 from ._journal import (
@@ -54,9 +57,7 @@ from ._journal import (
     RunTool,
     TurnJournal,
     close_turn,
-    conversation,
     next_step,
-    record_approval_asked,
     record_reply,
     record_result,
     record_started,
@@ -97,7 +98,9 @@ class AgentSettings:
     ``jobs_root`` is where ``shell_run`` keeps a running command's files: an
     actor's ``ctx.settings["jobs_dir"]``. ``provider`` is the model server's
     wire, for the client alone: the turn reads and writes one conversation
-    shape whatever it is.
+    shape whatever it is. ``deadlines`` say how long an approval waits.
+    ``compaction`` says when the conversation is summarised to fit the
+    model's context (``_compaction``).
     """
 
     workspace: Path
@@ -108,6 +111,8 @@ class AgentSettings:
     jobs_root: Path
     tools: tuple[str, ...] = SESSION_TOOLS
     provider: Provider = "openai"
+    deadlines: ApprovalDeadlines = attrs.Factory(ApprovalDeadlines)
+    compaction: Compaction = attrs.field(factory=Compaction)
 
 
 @attrs.define(eq=False)
@@ -157,6 +162,9 @@ async def drive_turn(
     *,
     jobs: JobTools | None = None,
     before_model_call: ModelCallHook | None = None,
+    approval_for: Callable[[str], str] | None = None,
+    prompt_size: PromptSize | None = None,
+    budget: Budget | None = None,
 ) -> str:
     """Drive ``turn`` until the model answers with text; return the answer.
 
@@ -166,26 +174,37 @@ async def drive_turn(
     in the same commit. ``wait_approval`` returns once an ``approve`` message
     may have answered a pending call. ``jobs`` go to every tool call;
     ``before_model_call`` is the owner's hook (module docstring): what it
-    appends after a text answer continues the turn.
+    appends after a text answer continues the turn. ``approval_for`` gives a
+    tool's approval word, read at every call (the owner's tools allowed for
+    the session); by default the policy's. ``prompt_size`` is the owner's
+    record of the last request's size (in its snapshot), which compaction reads
+    (``_compaction``); None estimates every request by its bytes. ``budget``
+    admits each model and tool call and is charged in the commit of each
+    (`_budgets`).
 
     Raises:
         ModelError: the model could not be asked (not configured, refused the
             request, or failed after the client's retries).
     """
+    word = approval_for or settings.policy.for_tool
     while True:
-        step = next_step(turn, settings.policy.for_tool)
+        step = next_step(turn, word)
         if step is None:
             return turn.answer or ""
         if isinstance(step, AskModel):
+            if budget is not None:
+                await budget.admit(ctx, turn, "model")
             if before_model_call is not None and before_model_call(turn):
                 # What joined the turn is recorded (and announced) before the model reads it.
                 await ctx.checkpoint()
             began = time.monotonic()
-            reply = await _ask_model(ctx, turn, settings, chat, client)
+            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size)
             elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
             chat.append(ctx, record_reply(turn, content, reply.tool_calls))
+            if budget is not None:
+                budget.charge(ctx, reply.usage, settings.model)  # in the answer's commit
             ctx.emit("assistant.message", _assistant_event(turn, reply, elapsed))
             if turn.phase == "answered":
                 # Synchronous up to the caller's end of the turn: an event that
@@ -196,6 +215,13 @@ async def drive_turn(
                 await ctx.checkpoint()  # the answer and what came after it, before asking again
         elif isinstance(step, RunTool):
             call = step.call
+            if budget is not None:
+                try:
+                    await budget.admit(ctx, turn, "tool")
+                except BudgetExceeded:
+                    chat.append(ctx, close_turn(turn))  # each call gets its answer
+                    raise
+                budget.count_tool()  # in the commit that records it as started
             record_started(turn, call.id)
             ctx.emit("tool.started", _call_event(turn, call.id, call.name, call.arguments))
             await ctx.checkpoint()  # recorded as started before it runs
@@ -223,8 +249,9 @@ async def drive_turn(
             _record(ctx, turn, chat, step.call, INTERRUPTED_RESULT, "interrupted", cut=True)
         elif isinstance(step, RequestApproval):
             call = step.call
-            record_approval_asked(turn, call.id, ctx.now())
-            ctx.emit("approval.requested", _call_event(turn, call.id, call.name, call.arguments))
+            deadline = ask_approval(ctx, turn, call, settings.deadlines)
+            asked = _call_event(turn, call.id, call.name, call.arguments)
+            ctx.emit("approval.requested", {**asked, **deadline})
         elif isinstance(step, AwaitApproval):
             await wait_approval()
             continue
@@ -239,8 +266,9 @@ def close_turn_records(
     For a handler that cancels a turn (or an actor that will not continue one
     after a restart); the caller emits the turn's end and commits. A call that
     had started is announced as finished, so a client showing it running
-    sees it end.
+    sees it end. The deadlines of its calls still waiting for approval go.
     """
+    cancel_deadlines(ctx, turn)
     started = {c.id for c in turn.calls if c.status == "started"}
     open_calls = [(c.id, c.name) for c in turn.calls if not c.finished]
     chat.append(ctx, close_turn(turn, result))
@@ -270,6 +298,26 @@ def _record(
     ctx.emit("tool.finished", _finished_event(turn, call.id, call.name, result, status))
 
 
+async def _ask_compacting(
+    ctx: Context,
+    turn: TurnJournal,
+    settings: AgentSettings,
+    chat: ConversationLog,
+    client: ChatClient,
+    prompt_size: PromptSize | None,
+) -> AssistantReply:
+    """Ask the model, compacting the conversation first or after an overflow (``_compaction``)."""
+    if not settings.base_url or not settings.model:
+        raise ModelError(NO_MODEL_HELP, retryable=False)
+    return await ask_compacting(
+        ctx, turn, chat, PromptSize() if prompt_size is None else prompt_size,
+        settings.compaction,
+        summariser(client, base_url=settings.base_url, model=settings.model),
+        lambda: _ask_model(ctx, turn, settings, chat, client),
+        system_prompt=settings.system_prompt, tools=tool_schemas(settings.tools),
+    )  # fmt: skip
+
+
 async def _ask_model(
     ctx: Context,
     turn: TurnJournal,
@@ -277,8 +325,7 @@ async def _ask_model(
     chat: ConversationLog,
     client: ChatClient,
 ) -> AssistantReply:
-    if not settings.base_url or not settings.model:
-        raise ModelError(NO_MODEL_HELP, retryable=False)
+    assert settings.base_url and settings.model  # checked by _ask_compacting
     turn_id = turn.turn_id
 
     def on_delta(text: str) -> None:
@@ -290,7 +337,7 @@ async def _ask_model(
             return await client.stream_chat(
                 base_url=settings.base_url,
                 model=settings.model,
-                messages=conversation(settings.system_prompt, chat.items(ctx)),
+                messages=model_messages(settings.system_prompt, chat.items(ctx)),
                 tools=tool_schemas(settings.tools),
                 on_delta=on_delta,
             )

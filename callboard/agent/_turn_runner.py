@@ -5,7 +5,8 @@ how the turn runs is the same. One activity, the *runner*, runs the active
 turn through `drive_turn` or asks the kind to start the next; a handler can
 cancel the running turn through the scope kept on the actor, and an
 ``approve`` message answers a pending approval and wakes the turn waiting
-for it; a job's ``job.finished`` is recorded alike. The kind writes
+for it; a job's ``job.finished`` is recorded alike, and an approval's
+deadline (``_approval_deadlines``) too. The kind writes
 `_start_next` and `_run_turn` (with `_drive` at its heart), `_settings`
 (with `agent_settings`) and `_job_tools`.
 """
@@ -26,10 +27,22 @@ from ..llm import ChatClient, Provider, check_provider
 from ..mailbox import Message
 from ..tools import ApprovalPolicy
 from ..views import PendingApproval
+from ._approval_deadlines import (
+    ApprovalDeadlines,
+    Scope,
+    allow_for_session,
+    approval_for,
+    cancel_deadline,
+    deadline_fields,
+    expire_approval,
+)
+from ._budgets import BUDGET_CALL_ID, Budget, budget_summary
+from ._compaction import Compaction
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
 from ._journal import TurnJournal, answer_approval
+from ._outage import client_attempts, forget, outage_policy, park, take_retry, waiting
 from ._session_spec import SessionSpec
 from ._summary import conversation_summary
 from ._task_spec import RunSpec
@@ -44,21 +57,24 @@ class TurnRunner(Actor):
     """An agent actor whose turns run in one activity, the runner, while `is_busy`.
 
     The state has ``active`` (the running turn's journal or None),
-    ``machine_events`` and ``jobs``; ``_chat`` is set by the kind's ``__init__``.
+    ``machine_events``, ``jobs``, ``allowed_tools`` and ``prompt_size``
+    (``_compaction``); ``_chat`` is set by the kind's ``__init__``.
     """
 
     _chat: ConversationLog
 
     @classmethod
     async def summarize(cls, state: Any, logs: Logs) -> dict[str, Any] | None:
-        """The conversation's length, its last turn and the running one (`_summary`)."""
-        return await conversation_summary(state, logs)
+        """The conversation's length, its last turn and the running one (`_summary`),
+        and the budget: usage, limits and a breach (`_budgets`)."""
+        return {**await conversation_summary(state, logs), "budget": budget_summary(state)}
 
     def __init__(self, address: str, spec: Any, state: Any) -> None:
         super().__init__(address, spec, state)
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
+        self._budget = Budget(spec, state.budget)
 
     # -- what the kind writes ------------------------------------------------------
 
@@ -99,7 +115,10 @@ class TurnRunner(Actor):
         # model URL only, whatever URL the spec names (see _confinement).
         settings = self._settings(ctx)
         key = model_key(settings.base_url, self.spec.api_key_env, ctx.settings, settings.provider)
-        client = ChatClient(api_key=key, key_from_env=False, provider=settings.provider)
+        client = ChatClient(
+            api_key=key, key_from_env=False, provider=settings.provider,
+            max_attempts=client_attempts(ctx.settings),
+        )  # fmt: skip
         try:
             while self.is_busy():
                 turn = self.state.active
@@ -108,6 +127,8 @@ class TurnRunner(Actor):
                         return
                     await ctx.checkpoint()
                     continue
+                if waiting(turn):
+                    return  # parked through a model outage: its timer wakes the runner
                 await self._run_turn(ctx, turn, client)
         finally:
             self._runner = False
@@ -117,33 +138,42 @@ class TurnRunner(Actor):
 
     async def _drive(self, ctx: Context, turn: TurnJournal, client: ChatClient) -> str | None:
         """Drive ``turn`` to the model's answer; None when a handler ended the turn
-        meanwhile (the handler recorded its end).
+        meanwhile (the handler recorded its end), or when the model server is down
+        and the turn is parked until it is asked again (``_outage``, committed).
 
         Raises:
             ModelError: the model could not be asked, and the turn is still the
                 runner's to end.
         """
+        policy = outage_policy(self.spec, ctx.settings)
 
         def take_events(turn: TurnJournal) -> list[dict[str, Any]]:
             events = take_machine_events(ctx, self.state.machine_events, turn, self._chat)
             return events + self._take_steers(ctx, turn)
 
         answer, failure = "", None
+        settings = self._settings(ctx)
+        # Read at every call: an answer may allow a tool for the session meanwhile.
+        word = approval_for(settings.policy, lambda: self.state.allowed_tools)
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
                 answer = await drive_turn(
-                    ctx, turn, self._settings(ctx), self._chat, client, self._wait_approval,
-                    jobs=self._job_tools(ctx), before_model_call=take_events,
+                    ctx, turn, settings, self._chat, client, self._wait_approval,
+                    jobs=self._job_tools(ctx), before_model_call=take_events, approval_for=word,
+                    prompt_size=self.state.prompt_size, budget=self._budget,
                 )  # fmt: skip
             except ModelError as exc:
                 failure = exc
             finally:
                 self._scope = None
+        self._budget.turn_over(turn)
         if scope.cancelled_caught or self.state.active is not turn:
             return None
         if failure is not None:
-            raise failure
+            park(ctx, turn, failure, policy)  # raises when the turn is not to wait
+            await ctx.checkpoint()
+            return None
         return answer
 
     def _stop_turn(self, ctx: Context, turn: TurnJournal) -> None:
@@ -151,7 +181,9 @@ class TurnRunner(Actor):
         (closing the model stream, stopping a running tool) and answer its open calls."""
         if self._scope is not None:
             self._scope.cancel()
+        forget(ctx, turn)  # a parked turn's retry timer
         close_turn_records(ctx, turn, self._chat)
+        self._budget.turn_over(turn)
         self.state.active = None
 
     def _job_finished(self, ctx: Context, message: Message, body: dict[str, Any]) -> None:
@@ -164,6 +196,27 @@ class TurnRunner(Actor):
             reject(ctx, message, refused)
         self._wake(ctx)
 
+    # -- budgets -----------------------------------------------------------------------
+
+    def _budget_message(self, ctx: Context, message: Message) -> None:
+        """``raise_budget``, or the running turn's deadline timer (`_budgets`)."""
+        if message.type == "raise_budget":
+            refused = self._budget.raise_limits(ctx, message)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
+        turn = self.state.active
+        error = self._budget.deadline_passed(ctx, message, turn)
+        if error is not None and turn is not None:
+            self._stop_turn(ctx, turn)
+            failed = {"error": error, "retryable": False, "status": None}
+            ctx.emit("turn.failed", {**turn_event(turn), **failed})
+
+    def _retry_model(self, ctx: Context, message: Message) -> None:
+        """The retry timer of a turn parked through a model outage fired (`OUTAGE_RETRY`)."""
+        if take_retry(self.state.active, message):
+            self._wake(ctx)
+
     # -- approvals -------------------------------------------------------------------
 
     def pending_approvals(self) -> list[PendingApproval]:
@@ -172,25 +225,64 @@ class TurnRunner(Actor):
         if turn is None:
             return []
         return [
-            PendingApproval(self.address, c.id, c.name, _arguments(c.arguments), c.asked_at)
+            PendingApproval(
+                self.address, c.id, c.name, _arguments(c.arguments), c.asked_at,
+                c.deadline_at, c.on_expiry if c.deadline_at is not None else None,
+            )
             for c in turn.awaiting_approval()
-        ]
+        ] + self._budget.pending(self.address)  # fmt: skip
 
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
-        reason: str | None = None,
+        reason: str | None = None, scope: Scope = "call",
     ) -> None:  # fmt: skip
+        """Record a person's answer; ``scope`` ``session`` also allows the tool for
+        the rest of the session."""
+        if call_id is None and [p.call_id for p in self.pending_approvals()] == [BUDGET_CALL_ID]:
+            call_id = BUDGET_CALL_ID  # the one answer waiting, as for a tool call
+        if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
+            refused = self._budget.answer(ctx, approved, reason)
+            if refused is not None:
+                reject(ctx, message, refused)
+            return
         turn = self.state.active
+        if scope == "session" and approved is not True:
+            reject(ctx, message, "'scope': 'session' allows a tool for the rest of the "
+                   "session, so it goes only with 'approved': true")  # fmt: skip
+            return
         try:
             answered = answer_approval(turn, call_id, approved, reason)
         except ValueError as refused:
             reject(ctx, message, str(refused))
             return
         assert turn is not None
+        call = turn.call(answered)
+        cancel_deadline(ctx, turn, call)
         answer: dict[str, Any] = {"call_id": answered, "approved": approved}
         if reason is not None:
             answer["reason"] = reason
+        if scope == "session":
+            allow_for_session(self.state.allowed_tools, call.name)
+            answer["scope"] = "session"
         ctx.emit("approval.answered", {**turn_event(turn), **answer})
+        self._wake_approvals()
+
+    def _approval_deadline(self, ctx: Context, message: Message) -> None:
+        """An approval's deadline passed (its timer, sent by the actor to itself):
+        the call takes its ``on_expiry`` answer unless someone answered first."""
+        if message.sender != ctx.address:
+            reject(ctx, message, f"{message.type!r} is the actor's own timer; answer an "
+                   "approval with an 'approve' message")  # fmt: skip
+            return
+        turn = self.state.active
+        call = expire_approval(turn, message.body)
+        if call is None or turn is None:
+            return  # answered, or its turn ended, before the timer was handled
+        expired = {"call_id": call.id, "name": call.name, "approved": call.approval == "approved"}
+        ctx.emit("approval.expired", {**turn_event(turn), **expired, **deadline_fields(call)})
+        self._wake_approvals()
+
+    def _wake_approvals(self) -> None:
         # A fresh event for the next approval; the turn waiting on this one wakes.
         self._approvals.set()
         self._approvals = trio.Event()
@@ -209,14 +301,16 @@ def _arguments(text: str) -> Any:
 
 
 def agent_settings(
-    ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy
-) -> AgentSettings:
+    ctx: Context, spec: SessionSpec | RunSpec, *, workspace: str, policy: ApprovalPolicy,
+    deadlines: ApprovalDeadlines | None = None,
+) -> AgentSettings:  # fmt: skip
     """The settings of a turn of the actor at ``ctx``: the model is the spec's, else
     the runtime's settings, else ``$CALLBOARD_MODEL_URL`` and ``$CALLBOARD_MODEL``.
 
     The provider goes with the URL: the spec's, else, for the configured model
     URL, the runtime's ``provider`` setting (else ``$CALLBOARD_PROVIDER``), else
-    ``openai``.
+    ``openai``. So does the context window: the spec's ``context_window``,
+    else, for the configured model URL, the runtime's ``context_window`` setting.
     """
     host = ctx.settings
     base_url = spec.base_url or configured_model_url(host)
@@ -228,7 +322,21 @@ def agent_settings(
         policy=policy,
         jobs_root=jobs_dir(host),
         provider=_provider(spec.provider, base_url, host),
+        deadlines=deadlines or ApprovalDeadlines(),
+        compaction=Compaction(
+            _context_window(spec.context_window, base_url, host), spec.keep_turns
+        ),
     )
+
+
+def _context_window(named: int | None, base_url: str | None, host: Mapping[str, Any]) -> int | None:
+    if named is not None:
+        return named
+    configured = configured_model_url(host)
+    window = host.get("context_window")
+    if base_url is None or (configured is not None and same_url(base_url, configured)):
+        return window if type(window) is int and window > 0 else None
+    return None
 
 
 def _provider(named: str | None, base_url: str | None, host: Mapping[str, Any]) -> Provider:

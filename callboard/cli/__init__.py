@@ -24,6 +24,8 @@ _MODULES = (
     "_repl",
     "_token",
     "_output",
+    "_verbs_attach",
+    "_nodes",
 )
 
 

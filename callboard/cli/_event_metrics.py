@@ -14,8 +14,10 @@ killed process, and asked again after the restart, counts once.
 Turn durations are measured from the ``turn.started`` event to the event
 that ends the turn, by their timestamps; a turn that began before this
 process started is counted by its end but not timed. An approval *expires*
-when its turn ends (cancelled, failed, stopped, a task's deadline) before it
-was answered.
+when its deadline passes (``approval.expired``) or when its turn ends
+(cancelled, failed, stopped, a task's deadline) before it was answered. The
+model call that summarises a conversation (``conversation.compacted``, with
+its ``usage`` and ``elapsed``) is a model call like any other.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ TAPPED = (
     "tool.finished",
     "approval.requested",
     "approval.answered",
+    "approval.expired",
+    "conversation.compacted",
     "turn.started",
     "turn.completed",
     "turn.failed",
@@ -102,7 +106,7 @@ class AgentMetrics:
     def observe(self, event: Event) -> None:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
-        if kind == "assistant.message":
+        if kind in ("assistant.message", "conversation.compacted"):
             self.model_calls += 1
             usage = data.get("usage")
             self.tokens_in += _tokens(usage, "prompt_tokens", "input_tokens")
@@ -119,6 +123,9 @@ class AgentMetrics:
             self._remember(self._pending, event.actor, waiting)
         elif kind == "approval.answered":
             self.approvals_answered["true" if data.get("approved") is True else "false"] += 1
+            self._pending.get(event.actor, set()).discard(str(data.get("call_id")))
+        elif kind == "approval.expired":
+            self.approvals_expired += 1
             self._pending.get(event.actor, set()).discard(str(data.get("call_id")))
         elif kind == "turn.started":
             self._remember(self._open_turns, event.actor, (str(data.get("turn_id")), event.at))

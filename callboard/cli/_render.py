@@ -2,11 +2,12 @@
 
 A turn's streamed text (``turn.delta``) is written as it arrives, with no line
 per token; its stored message ends the line (and is written whole if no text
-streamed, as when the subscription began after it). Tool calls, approvals
-and a retried model call get one line each; a turn that resumes after a
-restart says so, since its text then streams again from the start of the
-model call. With ``everything``, other events get the one-line form of
-`format_event` (``tail``); ``task run`` shows only what its task does.
+streamed, as when the subscription began after it). Tool calls, approvals,
+a retried model call and a turn waiting for a model that is down get one
+line each; a turn that resumes after a restart says so, since its text then
+streams again from the start of the model call. With ``everything``, other
+events get the one-line form of `format_event` (``tail``); ``task run``
+shows only what its task does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 
 from ..mailbox import Event, format_at
 from ..views import Succeeded, Terminal
+from ..views.task_logic import LIVE_STATUSES
 
 __all__ = [
     "ENDINGS",
@@ -36,9 +38,7 @@ __all__ = [
 RESULT_RULE = "=== succeeded ==="
 ENDINGS = frozenset({"actor.stopped", "actor.failed"})
 """The events after which an actor has ended: nothing follows them."""
-LIVE_STATUSES = frozenset({"active", "idle", "failing"})
 _QUIET = frozenset({"job.output"})  # a wake-up for readers of the output, not news
-"""An actor's statuses while it lives; any other (stopped, failed, a terminal) is an end."""
 
 
 def event_json(event: Event) -> dict[str, Any]:
@@ -103,6 +103,14 @@ class Printer:
             self._write(str(data.get("text", "")), open_line=True)
         elif kind == "turn.retrying":
             self._line("[the model is asked again; the text above is dropped]")
+        elif kind == "turn.waiting_for_model":
+            retry_at = data.get("retry_at")
+            when = format_at(retry_at) if isinstance(retry_at, int | float) else "later"
+            failed = data.get("attempt")
+            self._line(
+                f"[the model cannot be reached: {_one_line(data.get('error', ''), 200)}; "
+                f"the turn waits and asks again at {when} ({failed} failed so far)]"
+            )
         elif kind == "turn.started":
             self._line(f"> {data.get('prompt', '')}")
         elif kind == "turn.resumed":
@@ -130,6 +138,15 @@ class Printer:
                 f"[approval] {data.get('name')}({data.get('arguments', '')}) waits; answer with: "
                 f"callboard approve {event.actor} {call} (or deny ... --reason TEXT)"
             )
+        elif kind == "turn.steered":
+            self._line(f">> {data.get('text', '')}  [steered into the running turn]")
+        elif kind == "turn.interrupted" and data.get("by"):
+            self._line(f"[interrupted by {data.get('by')}]")
+        elif kind == "approval.expired":
+            verdict = "approved" if data.get("approved") else "denied"
+            self._line(f"[approval] {data.get('name') or data.get('call_id')} expired: {verdict}")
+        elif kind == "conversation.compacted":
+            self._line(f"[{data.get('turns')} earlier turns summarised to fit the model's context]")
         elif self.everything and kind not in _QUIET:
             self._line(format_event(event, with_actor=self.with_actor))
 
@@ -186,6 +203,24 @@ def summary_rows(summary: dict[str, Any] | None) -> list[list[str]]:
     if isinstance(running, dict):
         rows.append(["running", f"{running.get('turn_id')} ({running.get('phase')}): "
                                 f"{_one_line(running.get('prompt'))}"])  # fmt: skip
+    return rows + _budget_rows(summary.get("budget"))
+
+
+def _budget_rows(budget: Any) -> list[list[str]]:
+    """What was spent, the limits in force and a breach that holds a turn."""
+    if not isinstance(budget, dict) or not isinstance(budget.get("usage"), dict):
+        return []
+    spent = budget["usage"]
+    tokens = f"{spent.get('input_tokens', 0)} in, {spent.get('output_tokens', 0)} out"
+    calls = f"{spent.get('model_calls', 0)} model calls, {spent.get('tool_calls', 0)} tool calls"
+    rows = [["usage", f"{tokens}, {calls}, cost {spent.get('cost', 0):g}"]]
+    limits = budget.get("limits")
+    if isinstance(limits, dict) and any(v is not None for v in limits.values()):
+        rows.append(["limits", ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)])
+    breach = budget.get("breach")
+    if isinstance(breach, dict):
+        rows.append(["breach", f"{breach.get('limit')} reached in {breach.get('turn_id')} "
+                               f"({breach.get('policy')}): raise_budget to go on"])  # fmt: skip
     return rows
 
 

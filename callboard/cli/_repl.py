@@ -41,22 +41,26 @@ from ._commands import (
     token_of,
 )
 from ._jobs import JOBS
+from ._nodes import NODES
 from ._output import OUTPUT
 from ._tailing import tail
 from ._task_verbs import TASK
 from ._verbs import VERBS as _CLI_VERBS
 from ._verbs import Output
+from ._verbs_attach import ATTACH
 from ._verbs_operator import ADDRESS_FIRST, OPERATOR_VERBS
 
 # The REPL offers every verb the command line has, jobs included.
-VERBS = {**_CLI_VERBS, JOBS.name: JOBS, **OPERATOR_VERBS}
+VERBS = {**_CLI_VERBS, JOBS.name: JOBS, NODES.name: NODES, **OPERATOR_VERBS}
 VERBS[OUTPUT.name] = OUTPUT
 VERBS[TASK.name] = TASK
+VERBS.update(ATTACH)
 
 __all__ = ["add_parsers"]
 
 PROMPT = "callboard> "
 _ADDRESS_FIRST = {"send", "inspect", "stop", "tail", "untail", "output", *ADDRESS_FIRST}
+_ADDRESS_FIRST |= set(ATTACH)
 _EXTRA_HELP = {
     "untail": ("untail [ADDRESS]", "stop printing an actor's events (all, without ADDRESS)"),
     "help": ("help [COMMAND]", "list the commands, or explain one"),

@@ -17,6 +17,7 @@ import argparse
 import errno
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -35,11 +36,12 @@ from ..console import DEFAULT_CONSOLE_PORT, Console, open_console
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..llm import PROVIDERS, check_provider
-from ..runtime import open_runtime
+from ..runtime import RuntimeConfig, open_runtime
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
 from ._logs import configure_logging, log_lifecycle
 from ._metrics import serve_metrics
+from ._prices import read_prices
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
 
@@ -63,9 +65,13 @@ def add_parsers(subparsers: Any) -> None:
     add("--store", default=os.environ.get("CALLBOARD_STORE") or None, metavar="URL",
         help="keep the actors in PostgreSQL at URL, postgresql://USER@HOST:PORT/DB "
         "($CALLBOARD_STORE, which keeps a password out of the process list); default: SQLite "
-        "in the data directory. One node per database for now")  # fmt: skip
+        "in the data directory. Several nodes may share one database")  # fmt: skip
     add("--node", default=None, metavar="NAME",
-        help="this node's name, recorded in the PostgreSQL store")  # fmt: skip
+        help="this node's name in the PostgreSQL store (default: the host's name and a "
+        "digest of the data directory)")  # fmt: skip
+    add("--lease-ttl", type=float, default=10.0, metavar="SECONDS",
+        help="how long a node's lease on its actors outlives its last heartbeat; another "
+        "node takes them after it (%(default)s)")  # fmt: skip
     add("--host", default="127.0.0.1", help="interface to bind (%(default)s; others need a token)")
     add("--port", type=int, default=7341, help="port to bind (%(default)s; 0 picks a free one)")
     add("--token", default=None,
@@ -99,6 +105,13 @@ def add_parsers(subparsers: Any) -> None:
         metavar="NAME",
         help="default model name for new sessions and tasks ($CALLBOARD_MODEL)",
     )
+    add("--context-window", type=_tokens, default=None, metavar="TOKENS",
+        help="the size a request to --model may reach before older turns are "
+        "summarised (a spec's context_window wins); default: only when the server says "
+        "it overflows")  # fmt: skip
+    add("--prices", default=None, metavar="FILE",
+        help='per-token prices for max_cost, as JSON: {"MODEL": {"input": PRICE, '
+        '"output": PRICE}}')  # fmt: skip
     add(
         "--workspace",
         default=None,
@@ -125,7 +138,42 @@ def add_parsers(subparsers: Any) -> None:
         help="the network sandboxed commands get (%(default)s)")  # fmt: skip
     add("--activation-quota", type=int, default=1000, metavar="N",
         help="new actors one token may create per minute (%(default)s; 0: no limit)")  # fmt: skip
+    add("--outage-retry-limit", type=_retries, default=None, metavar="N",
+        help="times a turn parked while its model server is down asks again before it "
+        "fails (default: no count; 0: do not wait)")  # fmt: skip
+    add("--outage-retry-for", type=_seconds, default=None, metavar="SECONDS",
+        help="how long a turn parked while its model server is down waits before it "
+        "fails (default 1800 unless --outage-retry-limit is given; 0: do not wait)")  # fmt: skip
     parser.set_defaults(func=run_serve)
+
+
+def _tokens(text: str) -> int:
+    """``--context-window``: a positive number of tokens."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of tokens, got {text!r}")
+    return int(text)
+
+
+def _retries(text: str) -> int:
+    """``--outage-retry-limit``: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """``--outage-retry-for``: finite seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
 
 
 class KindError(ValueError):
@@ -163,6 +211,11 @@ def run_serve(args: argparse.Namespace) -> int:
             )
         kinds = [load_kind(spec) for spec in args.kind]
         _workspace_roots(args)  # refused here, before anything starts
+        read_prices(args.prices)
+        # The poll for orphaned actors: every second, or more often for a short lease.
+        args.runtime_config = RuntimeConfig(
+            lease_ttl=args.lease_ttl, lease_poll=min(1.0, args.lease_ttl / 4)
+        )
     except (ValueError, CallboardError) as exc:
         _last_word(args, str(exc))
         return EXIT_USAGE
@@ -226,12 +279,17 @@ def _host_settings(args: argparse.Namespace, data: Path) -> dict[str, Any]:
         "model_url": args.model_url,
         "model": args.model,
         "provider": args.provider,
+        "context_window": args.context_window,
         "workspace_roots": roots,
         "allowed_model_urls": list(args.allow_model_url),
         "allowed_key_envs": list(args.allow_key_env),
         "allowed_ssh_hosts": list(args.allow_ssh_host),
         "secret_env": tuple(args.secret_env),
         "private_paths": tuple(private),
+        "prices": read_prices(args.prices),
+        # A turn parked through a model outage (callboard.agent's _outage); None: its default.
+        "outage_retry_limit": args.outage_retry_limit,
+        "outage_retry_for": args.outage_retry_for,
     }
 
 
@@ -288,10 +346,11 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         every = [*(cls for cls in agent if cls.kind not in claimed), *kinds]
         async with (
             open_runtime(
-                data, kinds=every, settings=settings, store=args.store, node=args.node
+                data, kinds=every, settings=settings, store=args.store, node=args.node,
+                config=args.runtime_config,
             ) as rt,
             _console(args) as console,
-        ):
+        ):  # fmt: skip
             log_lifecycle(rt)
             with stopping:
                 if console is not None:  # the page's origin, and no other, joins the gateway's

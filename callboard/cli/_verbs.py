@@ -159,8 +159,13 @@ def _ls_args(p: argparse.ArgumentParser) -> None:
 async def _ls(client: Client, args: argparse.Namespace, out: Output) -> None:
     actors = await client.list(kind=args.kind, status=args.status)
     rows = [[a.actor, a.status, str(a.mailbox), str(a.restarts)] for a in actors]
-    human = table(["ACTOR", "STATUS", "MAILBOX", "RESTARTS"], rows) if rows else "no actors"
-    out.emit(human, {"actors": [attrs.asdict(a) for a in actors]})
+    headers = ["ACTOR", "STATUS", "MAILBOX", "RESTARTS"]
+    if any(a.owner is not None for a in actors):  # several nodes: which one runs it
+        headers.append("OWNER")
+        for row, a in zip(rows, actors, strict=True):
+            row.append(a.owner or "-")
+    human = table(headers, rows) if rows else "no actors"
+    out.emit(human, {"actors": [_with_owner(attrs.asdict(a)) for a in actors]})
 
 
 def _address_arg(p: argparse.ArgumentParser) -> None:
@@ -170,10 +175,11 @@ def _address_arg(p: argparse.ArgumentParser) -> None:
 
 async def _inspect(client: Client, args: argparse.Namespace, out: Output) -> None:
     view = await client.inspect(args.address)
-    data = attrs.asdict(view)
+    data = _with_owner(attrs.asdict(view))
     del data["kind"]
     error = view.last_error
-    rows = [[k, str(data[k])] for k in ("actor", "status", "mailbox", "cursor", "head", "restarts")]
+    fields = ("actor", "status", "owner", "mailbox", "cursor", "head", "restarts")
+    rows = [[k, str(data[k])] for k in fields if k in data]
     rows.append(["last_error", "-" if error is None else orjson.dumps(error).decode()])
     rows += summary_rows(view.summary)
     spec = orjson.dumps(view.spec, option=orjson.OPT_INDENT_2).decode().splitlines()
@@ -234,3 +240,10 @@ VERBS: dict[str, Verb] = {
         Verb("ping", "one round trip to the server", _no_args, _ping),
     ]
 }  # fmt: skip
+
+
+def _with_owner(fields: dict[str, Any]) -> dict[str, Any]:
+    """An actor's fields with ``owner`` only where it has one (several nodes)."""
+    if fields.get("owner") is None:
+        fields.pop("owner", None)
+    return fields

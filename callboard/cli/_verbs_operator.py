@@ -6,6 +6,9 @@
 turn was cancelled meanwhile) exits 1 with the actor's reason instead of
 vanishing into a ``message.rejected`` event. Without CALL_ID they answer
 the one call the actor has waiting, and refuse when there are several.
+``approve --always`` also allows the tool for the rest of the session (the
+answer's ``"scope": "session"``). ``approvals`` shows a DEADLINE column
+(when the call expires, and what it becomes then) once a call has one.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import orjson
 from ..client import Client
 from ..errors import BadRequest
 from ..mailbox import format_at
-from ..views import MessageOutcome
+from ..views import MessageOutcome, PendingApproval
 from ._commands import add_parsers as add_verb_parsers
 from ._verbs import Output, Verb, table
 
@@ -43,19 +46,24 @@ def _shown(arguments: Any) -> str:
     return text if len(text) <= _ARGUMENTS_SHOWN else text[: _ARGUMENTS_SHOWN - 3] + "..."
 
 
+def _deadline(p: PendingApproval) -> str:
+    if p.deadline_at is None:
+        return "-"
+    return f"{format_at(p.deadline_at)} then {p.on_expiry}"
+
+
 async def _approvals(client: Client, args: argparse.Namespace, out: Output) -> None:
     pending = await client.approvals(args.address)
+    # The DEADLINE column only when a call has one: most policies set none.
+    deadlines = any(p.deadline_at is not None for p in pending)
     rows = [
         [p.actor, p.call_id, p.tool, format_at(p.requested_at) if p.requested_at else "-",
-         _shown(p.arguments)]
+         *([_deadline(p)] if deadlines else []), _shown(p.arguments)]
         for p in pending
     ]  # fmt: skip
     whose = f" at {args.address}" if args.address else ""
-    human = (
-        table(["ACTOR", "CALL", "TOOL", "REQUESTED", "ARGUMENTS"], rows)
-        if rows
-        else f"no approvals waiting{whose}"
-    )
+    header = ["ACTOR", "CALL", "TOOL", "REQUESTED", *(["DEADLINE"] if deadlines else [])]
+    human = table([*header, "ARGUMENTS"], rows) if rows else f"no approvals waiting{whose}"
     out.emit(human, {"approvals": [p.to_json() for p in pending]})
 
 
@@ -65,6 +73,12 @@ def _answer_args(p: argparse.ArgumentParser) -> None:
                    help="the call to answer (default: the only one waiting)")  # fmt: skip
     p.add_argument("--reason", metavar="TEXT", default=None,
                    help="why, in words the model reads with the tool's result")  # fmt: skip
+
+
+def _approve_args(p: argparse.ArgumentParser) -> None:
+    _answer_args(p)
+    p.add_argument("--always", action="store_true",
+                   help="also allow its tool for the rest of the session")  # fmt: skip
 
 
 async def _answer(client: Client, args: argparse.Namespace, out: Output, approved: bool) -> None:
@@ -83,12 +97,19 @@ async def _answer(client: Client, args: argparse.Namespace, out: Output, approve
     body: dict[str, Any] = {"call_id": call_id, "approved": approved}
     if args.reason is not None:
         body["reason"] = args.reason
+    always = getattr(args, "always", False)  # deny has no --always
+    if always:
+        body["scope"] = "session"
     ack, outcome = await client.send_and_wait(args.address, "approve", body)
     refuse_unless_handled(args.address, ack.seq, outcome)
     word = "approved" if approved else "denied"
-    out.emit(f"{word} {call_id} of {args.address}",
-             {"actor": args.address, "call_id": call_id, "approved": approved,
-              "seq": ack.seq})  # fmt: skip
+    said = f"{word} {call_id} of {args.address}"
+    result: dict[str, Any] = {"actor": args.address, "call_id": call_id, "approved": approved,
+                              "seq": ack.seq}  # fmt: skip
+    if always:
+        said += ", and its tool for the rest of the session"
+        result["scope"] = "session"
+    out.emit(said, result)
 
 
 async def _approve(client: Client, args: argparse.Namespace, out: Output) -> None:
@@ -154,7 +175,7 @@ OPERATOR_VERBS: dict[str, Verb] = {
         Verb("approvals", "list the tool calls waiting for approval (of one actor)",
              _optional_address, _approvals),
         Verb("approve", "approve a waiting tool call; waits until the actor took it",
-             _answer_args, _approve),
+             _approve_args, _approve),
         Verb("deny", "deny a waiting tool call, with --reason for the model",
              _answer_args, _deny),
         Verb("dead-letters", "list the messages set aside after failing (of one actor)",

@@ -16,6 +16,7 @@ acknowledged with ``duplicate=True``).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import logging
 import os
@@ -185,6 +186,41 @@ class Client(OperatorOps):
             field(reply, "truncated", bool),
             bool(reply.get("capped", False)),
         )
+
+    # -- live attach, as `Runtime.get_state` and the others (docs/protocol.md) ------------
+
+    async def get_state(self, address: str) -> Any:
+        """The actor's last committed state, as JSON."""
+        return (await self._request("state", {"actor": address})).get("state")
+
+    async def replace_state(self, address: str, state: Any) -> int:
+        """Replace the actor's state (checked against its kind); returns the seq of
+        its ``actor.state_replaced`` event."""
+        reply = await self._request("set_state", {"actor": address, "state": state})
+        seq: int = field(reply, "seq", int)
+        return seq
+
+    async def pause(self, address: str) -> str:
+        """Hold the actor's mailbox, durably; returns ``"paused"``."""
+        status: str = field(await self._request("pause", {"actor": address}), "status", str)
+        return status
+
+    async def resume(self, address: str) -> str:
+        """Let a paused actor handle its mailbox again; returns ``"active"``."""
+        status: str = field(await self._request("resume", {"actor": address}), "status", str)
+        return status
+
+    async def step(self, address: str) -> int | None:
+        """Hand a paused actor one message; its seq once handled (None: none waits)."""
+        reply = await self._request("step", {"actor": address})
+        handled: int | None = field(reply, "handled", int, type(None))
+        return handled
+
+    async def nodes(self) -> builtins.list[dict[str, Any]]:
+        """The nodes sharing the server's store: ``node``, ``heartbeat``, ``actors``."""
+        reply = await self._request("nodes", {})
+        nodes = reply.get("nodes")
+        return list(nodes) if isinstance(nodes, list) else []
 
     async def ping(self) -> float:
         """One round trip to the server and its runtime; returns how long it took, in seconds."""

@@ -35,16 +35,19 @@ class OperatorOps:
 
     async def approve(
         self, address: str, call_id: str | None = None, *, approved: bool = True,
-        reason: str | None = None,
+        reason: str | None = None, always: bool = False,
     ) -> MessageOutcome:  # fmt: skip
         """Answer a waiting approval (``call_id`` may be left out when one call
         waits) and return how the actor took it: ``rejected`` with the reason
-        when the answer could not apply. ``reason`` reaches the model."""
+        when the answer could not apply. ``reason`` reaches the model;
+        ``always`` also allows the tool for the rest of the session."""
         body: dict[str, Any] = {"approved": approved}
         if call_id is not None:
             body["call_id"] = call_id
         if reason is not None:
             body["reason"] = reason
+        if always:
+            body["scope"] = "session"
         _, outcome = await self.send_and_wait(address, "approve", body)
         return outcome
 
@@ -80,12 +83,16 @@ class OperatorOps:
 
 def _approval(row: dict[str, Any]) -> PendingApproval:
     at = field(row, "requested_at", str, type(None))
+    # Absent when the approval has no deadline (and from a server before deadlines).
+    deadline = field(row, "deadline_at", str, type(None)) if "deadline_at" in row else None
     return PendingApproval(
         actor=field(row, "actor", str),
         call_id=field(row, "call_id", str),
         tool=field(row, "tool", str),
         arguments=row.get("arguments"),
         requested_at=parse_at(at) if at is not None else None,
+        deadline_at=parse_at(deadline) if deadline is not None else None,
+        on_expiry=field(row, "on_expiry", str) if deadline is not None else None,
     )
 
 

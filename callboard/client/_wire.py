@@ -85,6 +85,7 @@ def info_from_frame(row: dict[str, Any]) -> ActorInfo:
         status=field(row, "status", str),
         mailbox=field(row, "mailbox", int),
         restarts=field(row, "restarts", int),
+        owner=field(row, "owner", str) if "owner" in row else None,
     )
 
 
@@ -102,4 +103,5 @@ def view_from_frame(frame: dict[str, Any], address: str) -> ActorView:
         last_error=field(frame, "last_error", dict, type(None)),
         spec=frame.get("spec"),
         summary=frame.get("summary") if isinstance(frame.get("summary"), dict) else None,
+        owner=field(frame, "owner", str) if "owner" in frame else None,
     )

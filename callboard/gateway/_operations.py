@@ -12,11 +12,14 @@ import trio
 
 from ..runtime import Runtime
 from . import _frames as f
+from . import _ops_attach as attach
 from . import _ops_operator as operator
 from ._access import Access
 from ._config import GatewayConfig
 from ._grants import Grant
+from ._ops_nodes import answer_nodes, without_absent_owner
 from ._ops_reading import answer_output
+from ._requests import Nodes
 from ._subscriptions import Counters, Subscriptions
 
 __all__ = ["Served", "dispatch"]
@@ -40,6 +43,8 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
     rt, grant = served.runtime, served.grant
     if isinstance(request, operator.Request):
         return await operator.dispatch(rt, grant, request)
+    if isinstance(request, attach.REQUESTS):
+        return await attach.dispatch(rt, grant, request)
     match request:
         case f.Ping(rid):
             await trio.lowlevel.checkpoint()
@@ -77,7 +82,7 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
             limit = min(limit or served.config.list_limit, served.config.list_limit)
             rows, next_after = await rt.list_page(kind, status, after=after, limit=limit)
             # A scoped token sees only its own actors (a page may come out short).
-            actors = [attrs.asdict(row) for row in rows if grant.may_read(row.actor)]
+            actors = [without_absent_owner(row) for row in rows if grant.may_read(row.actor)]
             # ``next`` only when the list goes on: a complete list is the
             # reply docs/protocol.md shows, field for field.
             if next_after is None:
@@ -87,7 +92,7 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
             if not grant.may_read(actor):
                 return _forbidden(grant, rid, "inspect", actor)
             view = await rt.inspect(actor)
-            return f.encode_ok(rid, **attrs.asdict(view, recurse=False))
+            return f.encode_ok(rid, **without_absent_owner(view))
         case f.Stop(rid, actor):
             if not grant.may_write(actor):
                 return _forbidden(grant, rid, "stop", actor)
@@ -97,6 +102,8 @@ async def dispatch(served: Served, request: f.Request) -> str | None:
             if not grant.may_read(job):
                 return _forbidden(grant, rid, "read the output of", job)
             return await answer_output(rt, request)
+        case Nodes(rid):
+            return await answer_nodes(rt, grant, rid)
     raise AssertionError(f"no handler for {request!r}")  # pragma: no cover
 
 

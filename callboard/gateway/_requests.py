@@ -37,6 +37,7 @@ __all__ = [
     "DeadLetters",
     "Delete",
     "FieldRefused",
+    "GetState",
     "Hello",
     "Inspect",
     "Kind",
@@ -45,14 +46,19 @@ __all__ = [
     "MessageKey",
     "MessageType",
     "Name",
+    "Nodes",
     "Output",
+    "Pause",
     "Ping",
     "ProtocolVersion",
     "Request",
     "Requeue",
+    "Resume",
     "Send",
     "Seq",
+    "SetState",
     "Spawn",
+    "Step",
     "Stop",
     "Subscribe",
     "Target",
@@ -348,9 +354,63 @@ class Delete:
     actor: Address
 
 
+# -- live attach (docs/protocol.md, "Live attach") ---------------------------------------
+
+
+@strict_json()
+@attrs.frozen
+class GetState:
+    op: ClassVar[str] = "state"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class SetState:
+    """``state`` is checked against the actor's kind by the runtime (null: missing)."""
+
+    op: ClassVar[str] = "set_state"
+    id: str
+    actor: Address
+    state: Any = None
+
+
+@strict_json()
+@attrs.frozen
+class Pause:
+    op: ClassVar[str] = "pause"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class Resume:
+    op: ClassVar[str] = "resume"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class Step:
+    op: ClassVar[str] = "step"
+    id: str
+    actor: Address
+
+
+@strict_json()
+@attrs.frozen
+class Nodes:
+    op: ClassVar[str] = "nodes"
+    id: str
+
+
 Request = (
     Hello | Send | Spawn | Subscribe | Unsubscribe | ListActors | Inspect | Stop | Ping
     | Approvals | DeadLetters | Requeue | Delete | Output
+    | GetState | SetState | Pause | Resume | Step | Nodes
 )  # fmt: skip
 
 _OP_OF: dict[type, str] = {cls: cls.op for cls in typing.get_args(Request)}

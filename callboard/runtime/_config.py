@@ -85,6 +85,13 @@ class RuntimeConfig:
         retention_interval: seconds between retention passes.
         retention_batch: rows one retention write deletes at most; a pass is
             many such writes, each a few milliseconds of the writer's time.
+        lease_ttl: seconds a node's lease on its actors lasts past its last
+            heartbeat (several nodes on one PostgreSQL store; the heartbeat
+            renews it every third of this). A node that could not renew it for
+            this long stops its actors, and other nodes may take them.
+        lease_poll: seconds between a node's looks for actors with work and
+            no live owner (taken over after a node died) and for what a lost
+            notification did not say; less than ``lease_ttl``.
     """
 
     passivate_after: float = attrs.field(default=30.0, validator=_positive_seconds)
@@ -103,3 +110,13 @@ class RuntimeConfig:
     dead_letter_retention: float | None = attrs.field(default=30 * _DAY, validator=_seconds_or_none)
     retention_interval: float = attrs.field(default=60.0, validator=_positive_seconds)
     retention_batch: int = attrs.field(default=2000, validator=_positive_count)
+    lease_ttl: float = attrs.field(default=10.0, validator=_positive_seconds)
+    lease_poll: float = attrs.field(default=1.0, validator=_positive_seconds)
+
+    @lease_poll.validator
+    def _poll_within_ttl(self, attribute: attrs.Attribute[Any], value: float) -> None:
+        if value >= self.lease_ttl:
+            raise ValueError(
+                f"RuntimeConfig.lease_poll must be less than lease_ttl ({self.lease_ttl!r}), "
+                f"got {value!r}"
+            )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -20,10 +19,11 @@ import trio
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import BadRequest, RuntimeClosed, UnknownKind
+from ..errors import BadRequest, RuntimeClosed, StoreUnavailable, UnknownKind
 from ..mailbox import KIND_PATTERN, Event, Message, parse_address
 from ..store import CommitResult, Enqueue, Store, StoredAck
 from ..supervisor import ActorCell
+from ._claims import Claims
 from ._config import RuntimeConfig
 from ._hub import Hub
 
@@ -75,6 +75,10 @@ class Directory:
         self._kind_settings: dict[str, Mapping[str, Any]] = {}
         self._leaving: dict[str, ActorCell] = {}
         self._cursor_waiters: dict[str, list[tuple[int, trio.Event]]] = {}
+        self._claims = Claims(store, retry_after=config.lease_poll)
+        # Each cell's task runs in a scope of its own, so that a lost lease
+        # can stop it at once (`lease_lost`); a resting cell has none.
+        self._scopes: dict[ActorCell, trio.CancelScope] = {}
         for cls in kinds:
             self.register(cls)
 
@@ -140,7 +144,7 @@ class Directory:
         if cell is not None:
             cell.deliver(message)
         elif self.open:
-            self.activate(address)
+            self._run_here(address)
 
     def poke(self, address: str) -> None:
         """Something is in ``address``'s mailbox that was not delivered in memory."""
@@ -148,7 +152,67 @@ class Directory:
         if cell is not None:
             cell.poke()
         elif self.open:
+            self._run_here(address)
+
+    def wake(self, address: str) -> None:
+        """The store found work for ``address`` (another node stored a message
+        for it, or it has work and no live owner): run it here if it may."""
+        if self.kind_named(address.partition("/")[0]) is None:
+            return  # a kind this node does not run
+        cell = self.cells.get(address)
+        if cell is not None:
+            cell.poke()
+        elif self.open and self.nursery is not None:
+            if self.store.owns(address):
+                self.activate(address)
+            else:
+                self._claims.request(address, self.nursery, self._claimed, found_free=True)
+
+    def _run_here(self, address: str) -> None:
+        """Activate ``address`` if this node owns it; else take it if nobody
+        live does (several nodes), or leave it to the node that owns it."""
+        if self.store.owns(address):
             self.activate(address)
+        elif self.nursery is not None:
+            self._claims.request(address, self.nursery, self._claimed)
+
+    def _claimed(self, address: str) -> None:
+        if self.open and address not in self.cells:
+            self.activate(address)
+
+    def committed_elsewhere(self, address: str | None) -> None:
+        """Another node committed for ``address`` (None: for any, maybe, as a
+        notification may have been lost): its subscribers and its waiters here
+        (`await_cursor`) read the store, as no cell here tells them."""
+        self.hub.refresh(address)
+        waiters = self._cursor_waiters
+        candidates = waiters if address is None else (address,)
+        waiting = [a for a in candidates if a in waiters and a not in self.cells]
+        if waiting and self.open and self.nursery is not None:
+            self.nursery.start_soon(self._read_cursors, waiting, name="cursors elsewhere")
+
+    async def _read_cursors(self, addresses: list[str]) -> None:
+        for address in addresses:
+            try:
+                record = await self.store.actor(address)
+            except (StoreUnavailable, RuntimeClosed):
+                return  # the next notification or poll asks again
+            if record is not None:
+                self.cursor_advanced(address, record.cursor)
+
+    def lease_lost(self, addresses: Iterable[str]) -> None:
+        """This node lost these actors' leases: stop each at once, committing
+        nothing (the node that takes one goes on from its last commit)."""
+        for address in addresses:
+            cell = self.cells.get(address)
+            if cell is None:
+                continue
+            if cell.resting:
+                cell.runtime_closing()  # no task: it ends here
+            else:
+                scope = self._scopes.get(cell)
+                if scope is not None:
+                    scope.cancel()
 
     def activate(self, address: str, *, stop: bool = False) -> ActorCell:
         if self.nursery is None or not self.open:
@@ -156,8 +220,17 @@ class Directory:
         cell = ActorCell(address, self.kind_of(address), self, stop=stop)
         self.cells[address] = cell
         self.counts["activations"] += 1
-        self.nursery.start_soon(cell.run, name=f"actor {address}")
+        self.nursery.start_soon(self._run_cell, cell, False, name=f"actor {address}")
         return cell
+
+    async def _run_cell(self, cell: ActorCell, resumed: bool) -> None:
+        with trio.CancelScope() as scope:
+            self._scopes[cell] = scope
+            try:
+                await cell.run(resumed=resumed)
+            finally:
+                if self._scopes.get(cell) is scope:
+                    del self._scopes[cell]
 
     def await_cursor(self, address: str, seq: int) -> trio.Event:
         """An event set once ``address`` commits past ``seq`` (or the runtime closes)."""
@@ -247,7 +320,7 @@ class Directory:
         """A resting cell has work: run it again, from memory."""
         if self.nursery is None or not self.open:
             return False
-        self.nursery.start_soon(partial(cell.run, resumed=True), name=f"actor {cell.address}")
+        self.nursery.start_soon(self._run_cell, cell, True, name=f"actor {cell.address}")
         return True
 
     def predecessor(self, cell: ActorCell) -> ActorCell | None:

@@ -75,6 +75,7 @@ class Subscription:
         self._closed = False
         self._ended = False
         self._unyielded = 0
+        self._refreshes = 0  # asked to read the store again (see `refresh`)
 
     def offer(self, event: Event) -> None:
         """Called by the hub for each published event; never blocks."""
@@ -85,6 +86,15 @@ class Subscription:
             self._hub.lagged_total += 1
         else:
             self._buffer.append(event)
+        self._wakeup.set()
+
+    def refresh(self) -> None:
+        """Events of this actor were committed elsewhere (another node owns
+        it): read them from the store, from ``last`` on, in order."""
+        if self._pattern or self.last is None or self._closed:
+            return
+        self._refreshes += 1
+        self._replaying = True
         self._wakeup.set()
 
     def end(self) -> None:
@@ -127,6 +137,15 @@ class Subscription:
                 event = self._buffer.popleft()
                 if event.seq is not None and self.last is not None and event.seq <= self.last:
                     continue
+                if (
+                    event.seq is not None and self.last is not None and not self._pattern
+                    and event.seq > self.last + 1
+                ):  # fmt: skip
+                    # The events before it were committed by another node (it
+                    # owned the actor until this one took it): read them first.
+                    self._buffer.appendleft(event)
+                    self._replaying = True
+                    continue
                 if event.seq is not None and not self._pattern:
                     self.last = event.seq
                 self.replayed = False
@@ -152,6 +171,7 @@ class Subscription:
         if self._pace is not None:
             await self._pace()
         hub = self._hub
+        asked = self._refreshes
         page = await hub._store.read_events(
             self.actor, self.last, limit=hub.page, max_bytes=hub.page_bytes
         )
@@ -165,7 +185,7 @@ class Subscription:
             # published, so the next read has it: read on, do not lag.
             self._lagged = False
             self._buffer.clear()
-        else:
+        elif self._refreshes == asked:
             self._replaying = False
 
 
@@ -238,6 +258,20 @@ class Hub:
             if subs:
                 for sub in tuple(subs):
                     sub.offer(event)
+
+    def refresh(self, actor: str | None) -> None:
+        """Another node committed events of ``actor`` (None: of any actor, as
+        a notification may have been lost): its subscribers here read them
+        from the store. An actor this node owns publishes its own."""
+        if actor is not None:
+            keys: tuple[str, ...] | list[str] = (actor,)
+        else:
+            keys = [key for key in self._by_actor if key != "*" and not key.endswith("/*")]
+        for key in keys:
+            subs = self._by_actor.get(key)
+            if subs and not self._store.owns(key):
+                for sub in tuple(subs):
+                    sub.refresh()
 
     def close_all(self) -> None:
         for subs in list(self._by_actor.values()):

@@ -54,8 +54,9 @@ async def open_runtime(
 
     ``store``: a ``postgresql://user@host:port/db`` URL to keep everything in
     that database instead of SQLite in ``data`` (which still holds the node's
-    lock and token); one node per database for now. ``node`` names this node
-    there.
+    lock and token); several runtimes (nodes) may share one database, each
+    actor active on one of them at a time (``RuntimeConfig.lease_ttl``).
+    ``node`` names this node there (by default its host and data directory).
     """
     config = config or RuntimeConfig()
     # A relative ``data`` means the directory the app is in now: made absolute
@@ -63,11 +64,17 @@ async def open_runtime(
     # depends on where the working directory is when it is used.
     data = os.path.abspath(data)  # noqa: ASYNC240 (no I/O: the cwd, once)
     async with open_store(
-        data, clock=clock, queue_size=config.write_queue, url=store, node=node
-    ) as backend:
+        data, clock=clock, queue_size=config.write_queue, url=store, node=node,
+        lease_ttl=config.lease_ttl, lease_poll=config.lease_poll,
+    ) as backend:  # fmt: skip
         rt = Runtime(backend, kinds, config=config, clock=clock, settings=settings)
         cells = rt._cells
         backend.on_recovered = cells.store_recovered
+        # Several nodes on one store: work found for an actor, events another
+        # node committed, actors whose lease this node lost.
+        backend.on_wake = cells.wake
+        backend.on_events = cells.committed_elsewhere
+        backend.on_lost = cells.lease_lost
         # An idempotency key is stamped by the wall clock, or where trio's clock
         # has brought the wall clock of the opening if the wall clock is behind
         # it; the pruner measures its age by the other bound, whichever ran

@@ -46,9 +46,10 @@ from ..mailbox import (
     encode_body,
     new_name,
 )
-from ..store import Enqueue, Store, StoredAck
+from ..store import Enqueue, NodeRecord, Store, StoredAck
+from ..supervisor import Control
 from ..views import ActorInfo, ActorView, MessageOutcome, PendingApproval, TaskOperations
-from . import _operator, _views
+from . import _attach, _operator, _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
@@ -270,8 +271,9 @@ class Runtime:
             raise SpawnConflict(
                 f"{address!r} exists with a different spec; pick another name or stop it first"
             )
-        if not existed:
-            self._cells.activate(address)
+        if not existed and (self._store.owns(address) or await self._store.claim(address)):
+            if address not in self._cells.cells:
+                self._cells.activate(address)
         return Address(address, existed=existed)
 
     async def stop(self, address: str) -> str:
@@ -282,6 +284,13 @@ class Runtime:
             raise UnknownActor(f"there is no actor at {address!r}")
         if record.final:
             return record.status
+        if address not in self._cells.cells and not self._store.owns(address):
+            # Several nodes on one store: it is stopped where it runs.
+            if not await self._store.claim(address):
+                raise BadRequest(
+                    f"{address!r} is active on another node; stop it through that node "
+                    "(callboard nodes lists them)"
+                )
         cell = self._cells.cells.get(address)
         if cell is None:
             cell = self._cells.activate(address, stop=True)
@@ -294,6 +303,39 @@ class Runtime:
         """The last committed snapshot and the bookkeeping around it."""
         await trio.lowlevel.checkpoint()
         return await _views.inspect(self._cells, address)
+
+    # -- live attach: OTP's sys:get_state, replace_state, suspend, resume -------------
+
+    async def get_state(self, address: str) -> Any:
+        """The actor's last committed state, as JSON."""
+        await trio.lowlevel.checkpoint()
+        return await _attach.state(self._cells, address)
+
+    async def replace_state(self, address: str, state: Any) -> int:
+        """Replace the actor's state with ``state`` (JSON, or a ``state_type``
+        instance) between two of its batches, as a commit of its own; returns
+        the seq of its ``actor.state_replaced`` event. A state its kind's
+        ``state_type`` does not hold exactly is refused (`BadRequest`, naming
+        the field) and nothing changes."""
+        checked = _attach.checked_state(self._kind_of(address), address, state)
+        return int(await _attach.control(self._cells, address, Control("replace_state", checked)))
+
+    async def pause(self, address: str) -> str:
+        """Hold the actor's mailbox, durably (restarts keep it); returns ``"paused"``
+        once its current batch is committed. Messages are still accepted and stored."""
+        return str(await _attach.control(self._cells, address, Control("pause")))
+
+    async def resume(self, address: str) -> str:
+        """Let a paused actor handle its mailbox again; returns ``"active"``."""
+        return str(await _attach.control(self._cells, address, Control("resume")))
+
+    async def step(self, address: str) -> int | None:
+        """Hand a paused actor its next message; returns its seq once handled and
+        committed (None: its mailbox is empty). `BadRequest` if it is not paused,
+        `ActorCrashed` if the message crashed its handler (its supervision decides
+        what follows; restarted, it stays paused)."""
+        seq = await _attach.control(self._cells, address, Control("step"))
+        return None if seq is None else int(seq)
 
     async def list(self, kind: str | None = None, status: str | None = None) -> list[ActorInfo]:
         """Every actor (of ``kind``, with ``status``) and its mailbox size, in address order."""
@@ -409,6 +451,11 @@ class Runtime:
     async def writable(self) -> bool:
         """Whether the store takes writes now (`Store.writable`; for readiness probes)."""
         return self._cells.open and await self._store.writable()
+
+    async def nodes(self) -> builtins.list[NodeRecord]:
+        """The nodes sharing this runtime's store, each with its last heartbeat
+        and the actors it owns (none on one node: SQLite)."""
+        return await self._store.nodes()
 
     async def actor_counts(self) -> dict[str, int]:
         """How many actors have each stored status (for metrics)."""

@@ -81,9 +81,14 @@ async def prune_keys(cells: Directory, config: RuntimeConfig, steady: SteadyWall
 
 
 async def recover(cells: Directory) -> int:
-    """Activate every actor a previous process left with work; how many."""
+    """Activate every actor a previous process left with work; how many.
+
+    On a store shared by several nodes, only those this node could take (no
+    live node owns them), all claimed before this returns."""
+    store = cells.store
     count = 0
-    for address in await cells.store.addresses_with_work(cells.wall_time()):
+    unowned: list[str] = []
+    for address in await store.addresses_with_work(cells.wall_time()):
         kind = address.split("/", 1)[0]
         if cells.kind_named(kind) is None:
             log.warning(
@@ -91,7 +96,25 @@ async def recover(cells: Directory) -> int:
                 extra={"actor": address},
             )  # fmt: skip
             continue
-        if address not in cells.cells:
+        if address in cells.cells:
+            continue
+        if store.owns(address):
             cells.activate(address)
             count += 1
+        else:
+            unowned.append(address)
+    if unowned:
+        taken: list[str] = []
+
+        async def claim(address: str) -> None:
+            if await store.claim(address):
+                taken.append(address)
+
+        async with trio.open_nursery() as nursery:
+            for address in unowned:
+                nursery.start_soon(claim, address)
+        for address in sorted(taken):
+            if address not in cells.cells and cells.open:
+                cells.activate(address)
+                count += 1
     return count

@@ -47,7 +47,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     return ActorView(
         actor=address,
         kind=record.kind,
-        status=shown_status(cells, address, record.status, record.final),
+        status=shown_status(cells, address, record.status, record.final, record.paused),
         state=state,
         cursor=record.cursor,
         mailbox=record.unhandled,
@@ -56,6 +56,7 @@ async def inspect(cells: Directory, address: str) -> ActorView:
         last_error=_last_error(cells, address, record.last_error),
         spec=mask_secrets(spec),
         summary=await cls.summarize(state, _Logs(cells.store, address)),
+        owner=None if record.final else record.owner,
     )
 
 
@@ -79,28 +80,35 @@ async def list_page(
     and the ``after`` of the next page (None when there is no more)."""
     if limit < 1:
         raise BadRequest(f"a page of actors needs a limit >= 1, got {limit!r}")
-    if status == "active":
-        return await _active_page(cells, kind, after, limit)
+    if status in _IN_MEMORY:
+        return await _in_memory_page(cells, kind, status, after, limit)
     # Stored status: "active" is this runtime's own knowledge, so a page
     # filtered by status may come out shorter than ``limit``.
-    records = await cells.store.actors(kind, status=status, after=after, limit=limit + 1)
+    # "paused" is a flag of the row beside its stored status: filtered below.
+    stored = None if status == "paused" else status
+    records = await cells.store.actors(kind, status=stored, after=after, limit=limit + 1)
     more = len(records) > limit
     del records[limit:]
     rows = []
     for record in records:
         info = ActorInfo(
             record.address,
-            shown_status(cells, record.address, record.status, record.final),
+            shown_status(cells, record.address, record.status, record.final, record.paused),
             record.unhandled,
             record.restarts,
+            None if record.final else record.owner,  # an ended actor runs nowhere
         )
         if status is None or info.status == status:
             rows.append(info)
     return rows, records[-1].address if more else None
 
 
-async def _active_page(
-    cells: Directory, kind: str | None, after: str | None, limit: int
+_IN_MEMORY = ("active", "waiting", "failing")
+"""Statuses only this runtime knows (its cells'): a page of them reads no listing."""
+
+
+async def _in_memory_page(
+    cells: Directory, kind: str | None, status: str, after: str | None, limit: int
 ) -> tuple[builtins.list[ActorInfo], str | None]:
     prefix = f"{kind}/" if kind is not None else ""
     addresses = sorted(
@@ -111,9 +119,12 @@ async def _active_page(
         record = await cells.store.actor(address)
         if record is None or record.final:
             continue
+        shown = shown_status(cells, address, record.status, record.final, record.paused)
+        if shown != status:
+            continue
         if len(rows) == limit:
             return rows, rows[-1].actor
-        rows.append(ActorInfo(address, "active", record.unhandled, record.restarts))
+        rows.append(ActorInfo(address, shown, record.unhandled, record.restarts, record.owner))
     return rows, None
 
 
@@ -124,13 +135,21 @@ def _last_error(cells: Directory, address: str, stored: bytes | None) -> dict[st
     return loads(stored) if stored else None
 
 
-def shown_status(cells: Directory, address: str, stored: str, final: bool) -> str:
+def shown_status(
+    cells: Directory, address: str, stored: str, final: bool, paused: bool = False
+) -> str:
     """The status an actor is shown with: the stored one, or what this runtime knows."""
     cell = cells.cells.get(address)
     if not final and cell is not None:
         # "failing": in memory, but the store refuses its commits (a full disk).
-        return "failing" if cell.commit_failure is not None else "active"
-    return stored
+        if cell.commit_failure is not None:
+            return "failing"
+        # Paused by its row until the cell has read it (at its start).
+        if cell.paused or paused:
+            return "paused"
+        return "waiting" if cell.waiting_for_approval else "active"
+    # A paused actor out of memory is paused still: its row holds the pause.
+    return "paused" if paused and not final else stored
 
 
 def structure_spec(cells: Directory, cls: type[Actor], spec: Any, address: str) -> Any:

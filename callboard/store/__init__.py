@@ -24,6 +24,7 @@ from ._records import EventRecord as EventRecord
 from ._records import MailboxRecord as MailboxRecord
 from ._records import NewEvent as NewEvent
 from ._records import NewTimer as NewTimer
+from ._records import NodeRecord as NodeRecord
 from ._records import StoredAck as StoredAck
 from ._records import StoreStatistics as StoreStatistics
 from ._retention import Deletion as Deletion
@@ -51,6 +52,7 @@ __all__ = [
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
+    "NodeRecord",
     "RetentionPolicy",
     "RetentionStep",
     "SqliteStore",

@@ -30,10 +30,14 @@ def open_store(
     queue_size: int = 16384,
     url: str | None = None,
     node: str | None = None,
+    lease_ttl: float = 10.0,
+    lease_poll: float = 1.0,
 ) -> AbstractAsyncContextManager[Store]:
     """The runtime's store: SQLite in ``directory``, or with a ``url`` of the form
     ``postgresql://user@host:port/db``, PostgreSQL there (``directory`` still
-    holds the node's lock and token). ``node`` names this node in the database."""
+    holds the node's lock and token). ``node`` names this node in the database,
+    whose lease lasts ``lease_ttl`` seconds and which looks for work every
+    ``lease_poll`` seconds (see `RuntimeConfig`); SQLite, one node, needs none."""
     if url is None:
         return open_sqlite_store(directory, clock=clock, queue_size=queue_size)
     if not url.startswith(_SCHEMES):
@@ -48,4 +52,7 @@ def open_store(
         )
     from ._postgres import open_postgres_store
 
-    return open_postgres_store(url, directory, node=node, clock=clock, queue_size=queue_size)
+    return open_postgres_store(
+        url, directory, node=node, clock=clock, queue_size=queue_size, lease_ttl=lease_ttl,
+        lease_poll=lease_poll,
+    )  # fmt: skip

@@ -48,6 +48,7 @@ def commit(conn: sqlite3.Connection, w: WriterState, c: Commit, now: float) -> C
         and not c.clear_error
         and c.dead_letter is None
         and c.attempts is None
+        and c.paused is None
     ):
         # The ordinary step of a live actor: deferred to ``WriterState.flush``,
         # merged with its counters and its other steps of the batch.
@@ -154,6 +155,9 @@ def _update_actor(
     if c.busy is not None:
         sets.append("busy = ?")
         args.append(int(c.busy))
+    if c.paused is not None:
+        sets.append("paused = ?")
+        args.append(int(c.paused))
     if c.restarts:
         sets.append("restarts = restarts + ?")
         args.append(c.restarts)

@@ -14,7 +14,12 @@ a cursor, ``executemany``) and translates each statement once:
   REPLACE does, gives the replaced timer a new id (timers fire in
   ``(due, id)`` order);
 - ``PRAGMA auto_vacuum`` answers "none": the retention step's vacuum phase
-  then ends at once, PostgreSQL's autovacuum reclaiming the space instead.
+  then ends at once, PostgreSQL's autovacuum reclaiming the space instead;
+- the reads of an actor's counters lock its row (``FOR UPDATE``): other
+  nodes store messages for the same actor, and the counters a batch read
+  must stay the ones it writes back; SQLite has one writer and needs none;
+- the read of due timers skips those another node is firing
+  (``FOR UPDATE SKIP LOCKED``), so that each timer fires once.
 
 Any other SQLite-only form is refused by name (`UnsupportedStatement`), so
 an operation changed later fails the PostgreSQL suite instead of doing
@@ -43,6 +48,16 @@ _SPECIAL = {
         _TIMER_UPSERT
     ),
     "PRAGMA auto_vacuum": "SELECT 0",
+    "SELECT mailbox_head, event_head FROM actors WHERE address = ? AND final = 0": (
+        "SELECT mailbox_head, event_head FROM actors WHERE address = %s AND final = 0 FOR UPDATE"
+    ),
+    "SELECT mailbox_head, event_head, final FROM actors WHERE address = ?": (
+        "SELECT mailbox_head, event_head, final FROM actors WHERE address = %s FOR UPDATE"
+    ),
+    "SELECT id, address, type, body, key FROM timers WHERE due <= ? ORDER BY due, id": (
+        "SELECT id, address, type, body, key FROM timers WHERE due <= %s ORDER BY due, id "
+        "FOR UPDATE SKIP LOCKED"
+    ),
 }
 
 # ``MAX(`` with a comma before any parenthesis: the scalar form, never the aggregate.

@@ -31,12 +31,21 @@ import psycopg
 import trio
 
 from ..errors import Pruned, RuntimeClosed, StoreUnavailable
+from ._pg_lease import OWNER_JOIN
 from ._records import ActorRecord, DeadLetterRecord, EventPage, EventRecord, MailboxRecord
 
+# With its owner: the node holding its lease, if that lease is live.
 _ACTOR_COLUMNS = (
-    "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
-    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
+    ", ".join(
+        f"actors.{column}"
+        for column in (
+            "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
+            "event_head, restarts, busy, last_error, created_at, events_from, stopped_at, paused"
+        ).split(", ")
+    )
+    + ", n.node"
 )
+_ACTORS = f"SELECT {_ACTOR_COLUMNS} FROM actors {OWNER_JOIN}"
 
 # ``taken`` is true for the rows the page holds; one row past ``limit`` is
 # read (and left out) to tell whether more were stored.
@@ -124,9 +133,7 @@ class PgReads:
     _reads: ReaderPool
 
     async def actor(self, address: str) -> ActorRecord | None:
-        rows = await self._reads.rows(
-            f"SELECT {_ACTOR_COLUMNS} FROM actors WHERE address = %s", (address,)
-        )
+        rows = await self._reads.rows(f"{_ACTORS} WHERE actors.address = %s", (address,))
         return ActorRecord.from_row(rows[0]) if rows else None
 
     async def actors(
@@ -136,14 +143,18 @@ class PgReads:
         """At most ``limit`` actors in address order, past ``after`` (a page)."""
         where: list[str] = []
         args: list[object] = []
-        filters = (("kind = %s", kind), ("status = %s", status), ("address > %s", after))
+        filters = (
+            ("actors.kind = %s", kind),
+            ("actors.status = %s", status),
+            ("actors.address > %s", after),
+        )
         for clause, value in filters:
             if value is not None:
                 where.append(clause)
                 args.append(value)
         condition = f"WHERE {' AND '.join(where)} " if where else ""
         rows = await self._reads.rows(
-            f"SELECT {_ACTOR_COLUMNS} FROM actors {condition}ORDER BY address LIMIT %s",
+            f"{_ACTORS} {condition}ORDER BY actors.address LIMIT %s",
             (*args, limit),
         )
         return [ActorRecord.from_row(r) for r in rows]
@@ -199,7 +210,9 @@ class PgReads:
     async def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
         rows = await self._reads.rows(
-            "SELECT address FROM actors WHERE final = 0 AND (busy = 1 OR cursor < mailbox_head) "
+            # A paused actor's mailbox waits for its resume: only its work does.
+            "SELECT address FROM actors WHERE final = 0 "
+            "AND (busy = 1 OR (cursor < mailbox_head AND paused = 0)) "
             "UNION SELECT DISTINCT address FROM timers WHERE due <= %s",
             (now,),
         )

@@ -1,18 +1,16 @@
-"""The PostgreSQL store's tables, the version they make, and who owns the database.
+"""The PostgreSQL store's tables, the version they make, and migrating to it.
 
 The tables are SQLite's (``_schema``) in PostgreSQL's types, with the same
-names and columns, since the writer's statements are shared (``_pg_dialect``).
-``callboard_meta`` records the schema version; `prepare` creates the
-tables of an empty database in the transaction that records it, and refuses
-one of a version this callboard does not know, changing nothing.
+names and columns, since the writer's statements are shared (``_pg_dialect``),
+and two of the PostgreSQL store's own, for several nodes on one database
+(``_pg_lease``): ``callboard_nodes`` (each node's heartbeat and the expiry
+of its lease, by the database's clock) and ``callboard_ownership`` (which
+node owns each actor, and the epoch every write of the owner is fenced by).
 
-One node at a time, until leases exist: `take_ownership` holds a session
-advisory lock on the writer's connection for the store's whole life (a
-second store opened on the database is refused while the first lives; the
-lock goes with the first's connection, so a killed node frees it), and
-bumps ``callboard_owner.epoch``. A store whose connection was lost checks
-the epoch when it reconnects: if another store opened the database
-meanwhile, its caches are stale and it takes no more writes (`Fenced`).
+``callboard_meta`` records the schema version; `prepare` creates the
+tables of an empty database in the transaction that records it, migrates
+an older version in one transaction too, and refuses a version this
+callboard does not know, changing nothing.
 """
 
 from __future__ import annotations
@@ -21,24 +19,18 @@ from typing import Any
 
 import psycopg
 
-from ..errors import DataDirectoryIncompatible, DataDirectoryLocked, StoreUnavailable
+from ..errors import DataDirectoryIncompatible
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "Fenced",
-    "lock_database",
-    "prepare",
-    "reclaim_ownership",
-    "take_ownership",
-    "unlock_database",
-]
+__all__ = ["SCHEMA_VERSION", "prepare"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
+"""1: one node per database (a store-wide lock and epoch, ``callboard_owner``);
+2: ``actors.paused`` (SQLite's version 5); 3: leases on actors,
+``callboard_nodes`` and ``callboard_ownership``."""
 
-# A 64-bit key for pg_try_advisory_lock, the same for every callboard; the
-# lock is per database. ("callboar" in ASCII.)
-_OWNER_LOCK = 0x63616C6C626F6172
-_OWNER_WAIT_MS = 3000
+# A 64-bit key for pg_advisory_xact_lock, the same for every callboard
+# ("callboar" in ASCII): held while a node prepares the schema, no longer.
+_PREPARE_LOCK = 0x63616C6C626F6172
 
 # ``timers.id`` is a BIGSERIAL: never reused, as SQLite's AUTOINCREMENT
 # (``_pg_dialect`` names its sequence, ``timers_id_seq``). Blobs are BYTEA,
@@ -60,7 +52,8 @@ CREATE TABLE actors (
     last_error BYTEA,
     created_at DOUBLE PRECISION NOT NULL,
     events_from BIGINT NOT NULL DEFAULT 1,
-    stopped_at DOUBLE PRECISION
+    stopped_at DOUBLE PRECISION,
+    paused INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX actors_kind ON actors(kind);
 CREATE INDEX actors_work ON actors(final, busy);
@@ -126,17 +119,38 @@ CREATE TABLE logs (
     data BYTEA NOT NULL,
     PRIMARY KEY (address, log, idx)
 );
-CREATE TABLE callboard_owner (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    epoch BIGINT NOT NULL,
-    node TEXT,
-    opened_at DOUBLE PRECISION NOT NULL
-);
 """
 
+# Times of the lease are the database's (TIMESTAMPTZ, from clock_timestamp()),
+# never a node's: nodes' clocks may disagree, the database's is one.
+_LEASE_TABLES = """
+CREATE TABLE callboard_nodes (
+    node TEXT PRIMARY KEY,
+    life BIGINT NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    heartbeat TIMESTAMPTZ NOT NULL,
+    expires TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE callboard_ownership (
+    address TEXT PRIMARY KEY,
+    node TEXT NOT NULL,
+    life BIGINT NOT NULL,
+    epoch BIGINT NOT NULL,
+    taken_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX callboard_ownership_node ON callboard_ownership(node, life);
+"""
+SCHEMA += _LEASE_TABLES
 
-class Fenced(StoreUnavailable):
-    """Another store opened the database after this one: this one writes no more."""
+
+# ``MIGRATIONS[n]``: the script that takes a database of version ``n`` to
+# ``n + 1``, run in the transaction that records the new version.
+MIGRATIONS: dict[int, str] = {
+    # An operator's durable pause; every actor of an older database was running.
+    1: "ALTER TABLE actors ADD COLUMN IF NOT EXISTS paused INTEGER NOT NULL DEFAULT 0",
+    # The store-wide owner row gives way to per-actor leases.
+    2: "DROP TABLE IF EXISTS callboard_owner;\n" + _LEASE_TABLES,
+}
 
 
 def _table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
@@ -144,14 +158,31 @@ def _table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
     return bool(row and row[0])
 
 
+def _run(conn: psycopg.Connection[Any], script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
 def prepare(conn: psycopg.Connection[Any], where: str) -> None:
     """Bring the database to `SCHEMA_VERSION` in one transaction (``where``: the
     redacted URL, for errors). Refuses an unknown version, changing nothing."""
     with conn.transaction():
+        # Nodes starting at once on one database prepare it one at a time
+        # (the lock goes with the transaction): one creates or migrates, the
+        # others then find it done.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PREPARE_LOCK,))
         if _table_exists(conn, "callboard_meta"):
             row = conn.execute("SELECT value FROM callboard_meta WHERE key = 'schema'").fetchone()
             found = None if row is None else str(row[0])
-            _check_version(found, where)
+            version = _check_version(found, where)
+            for step in range(version, SCHEMA_VERSION):
+                _run(conn, MIGRATIONS[step])
+            if version != SCHEMA_VERSION:
+                conn.execute(
+                    "UPDATE callboard_meta SET value = %s WHERE key = 'schema'",
+                    (str(SCHEMA_VERSION),),
+                )
             return
         if _table_exists(conn, "actors"):
             raise DataDirectoryIncompatible(
@@ -159,15 +190,13 @@ def prepare(conn: psycopg.Connection[Any], where: str) -> None:
                 "version; use an empty database for callboard"
             )
         conn.execute("CREATE TABLE callboard_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        _run(conn, SCHEMA)
         conn.execute(
             "INSERT INTO callboard_meta (key, value) VALUES ('schema', %s)", (str(SCHEMA_VERSION),)
         )
 
 
-def _check_version(found: str | None, where: str) -> None:
+def _check_version(found: str | None, where: str) -> int:
     version = int(found) if found is not None and found.isascii() and found.isdigit() else None
     if version is None or version < 1:
         raise DataDirectoryIncompatible(
@@ -181,58 +210,4 @@ def _check_version(found: str | None, where: str) -> None:
             f"{SCHEMA_VERSION} that this callboard supports; open it with the newer callboard "
             "that wrote it, or use another database"
         )
-
-
-def lock_database(conn: psycopg.Connection[Any], where: str) -> None:
-    """Take the owner's advisory lock on ``conn``'s session, or refuse.
-
-    Waits a few seconds for it: the server ends the session of a node that
-    was killed (and lets go of its lock) only once it notices the
-    connection is gone, and a node restarted at once must not be refused
-    for that. A live owner keeps it, and the wait ends in a refusal.
-    """
-    try:
-        with conn.transaction():
-            conn.execute(f"SET LOCAL lock_timeout = '{_OWNER_WAIT_MS}ms'")
-            # Session-level: it outlives this transaction, until unlocked or closed.
-            conn.execute("SELECT pg_advisory_lock(%s)", (_OWNER_LOCK,))
-    except psycopg.errors.LockNotAvailable:
-        raise DataDirectoryLocked(
-            f"the database at {where} is in use by another callboard store; several nodes "
-            "on one PostgreSQL database are not supported yet: stop the other one first"
-        ) from None
-
-
-def unlock_database(conn: psycopg.Connection[Any]) -> None:
-    """Let go of the owner's lock before closing: the server ends a closed
-    connection's session (and its locks) a moment after the client has gone,
-    and a store opened again at once must not find the lock still held."""
-    conn.rollback()
-    conn.execute("SELECT pg_advisory_unlock(%s)", (_OWNER_LOCK,))
-    conn.commit()
-
-
-def take_ownership(conn: psycopg.Connection[Any], node: str | None, now: float) -> int:
-    """Bump the owner's epoch and record the node; returns the epoch. Called
-    after `lock_database` and `prepare`, on the connection the store writes with."""
-    with conn.transaction():
-        row = conn.execute(
-            "INSERT INTO callboard_owner (id, epoch, node, opened_at) VALUES (1, 1, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET epoch = callboard_owner.epoch + 1, "
-            "node = EXCLUDED.node, opened_at = EXCLUDED.opened_at RETURNING epoch",
-            (node, now),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def reclaim_ownership(conn: psycopg.Connection[Any], where: str, epoch: int) -> None:
-    """After a lost connection: lock again, and make sure nobody opened it since."""
-    lock_database(conn, where)
-    row = conn.execute("SELECT epoch FROM callboard_owner WHERE id = 1").fetchone()
-    conn.commit()
-    if row is None or int(row[0]) != epoch:
-        raise Fenced(
-            f"another callboard store opened the database at {where} while this one was "
-            "disconnected; this one takes no more writes (restart it)"
-        )
+    return version

@@ -12,9 +12,17 @@ alone, so one bad write sinks no other.
 A lost connection is a fail-stop. Lost at COMMIT, the batch's outcome is
 unknown (the server may have committed it before the connection went):
 its writers are told `UnknownOutcome`. Lost before, nothing was accepted.
-Either way the store reconnects before the next batch (taking its lock
-back, `reclaim_ownership`) and tells the runtime (``on_recovered``), which
-re-reads its mailboxes; until it can, every write is refused.
+Either way the store reconnects before the next batch and tells the
+runtime (``on_recovered``), which re-reads its mailboxes; until it can,
+every write is refused. (What this node owns is not in question: each
+write of an owner carries its own fence, see ``_pg_cluster``.)
+
+Other nodes write the same tables, so the writer trusts none of its cached
+counters from one batch to the next (`WriterState.forget` before each), and
+reads an actor's counters locking its row (``_pg_dialect``): two nodes that
+store messages for one actor at once take turns on its row. A batch that
+meets another node's in a deadlock, or in the race to insert the same row,
+is rolled back and each write runs again alone, up to `_RETRIES` times.
 """
 
 from __future__ import annotations
@@ -31,11 +39,29 @@ from ..errors import StoreUnavailable, UnknownOutcome
 from ._op_queue import OpQueue, _Op
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
-from ._pg_schema import Fenced
+from ._pg_lease import FENCES
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 
 log = logging.getLogger("callboard.store")
+
+_RETRIES = 3
+
+# The rows of every actor a batch will lock, locked first and in address
+# order: two nodes' batches that store messages for the same actors then
+# queue on the first row they share, and never wait on each other in a
+# circle. Their counters come with them, so the ops need not read them.
+_LOCK_ACTORS = (
+    "SELECT address, mailbox_head, event_head, final FROM actors "
+    "WHERE address = ANY(%s) ORDER BY address FOR UPDATE"
+)
+
+# Conflicts with another node's transaction: running it again is right.
+_CONFLICTS = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.UniqueViolation,
+)
 
 
 class PgBatchWriter(OpQueue):
@@ -59,6 +85,11 @@ class PgBatchWriter(OpQueue):
     _stopped_by: Exception | None
     _recoveries: int
     _group_commits: GroupCommits
+    _notes: set[tuple[str, str]]
+    _fences: dict[str, tuple[int, int]]
+    node: str
+    _note: Callable[[object], None]
+    """Remember whom an op's result should wake (`PgCluster._note`)."""
 
     def _reconnect(self) -> None:
         """Open the writer's connection again (`PostgresStore` does it)."""
@@ -75,7 +106,6 @@ class PgBatchWriter(OpQueue):
                         self._refuse(batch)
                         continue
                     state = self._state
-                    state.trim()
                     now = self._clock()
                     state.key_stamp = self.key_clock()
                     await trio.to_thread.run_sync(
@@ -93,10 +123,12 @@ class PgBatchWriter(OpQueue):
         assert sql is not None
         state = self._state
         try:
+            self._lock_actors(sql, batch)
             # The ops type their connection as sqlite3's; the dialect is that
             # part of its interface (see ``_pg_dialect``).
             for op in batch:
                 op.result = op.fn(cast(Any, sql), now)
+                self._note(op.result)
             state.flush(cast(Any, sql))
         except BaseException:
             state.forget()
@@ -109,22 +141,56 @@ class PgBatchWriter(OpQueue):
         self._commit(sql, batch)
 
     def _run_alone(self, sql: SqliteDialect, op: _Op, now: float) -> None:
-        if self._stopped_by is not None:
-            self._refuse([op])
-            return
-        try:
-            op.result = op.fn(cast(Any, sql), now)
-            self._state.flush(cast(Any, sql))
-        except BaseException as exc:
-            self._state.forget()
-            op.result = None
-            if self._rolled_back(sql, [op]):
+        for attempt in range(1, _RETRIES + 1):
+            if self._stopped_by is not None:
+                self._refuse([op])
+                return
+            try:
+                self._lock_actors(sql, [op])
+                op.result = op.fn(cast(Any, sql), now)
+                self._note(op.result)
+                self._state.flush(cast(Any, sql))
+            except BaseException as exc:
+                self._state.forget()
+                op.result = None
+                if not self._rolled_back(sql, [op]):
+                    return
+                if isinstance(exc, _CONFLICTS) and attempt < _RETRIES:
+                    continue  # another node's transaction was in the way: again
                 op.error = self._unavailable(exc) if isinstance(exc, psycopg.Error) else exc
+                return
+            self._commit(sql, [op])
             return
-        self._commit(sql, [op])
+
+    def _lock_actors(self, sql: SqliteDialect, ops: list[_Op]) -> None:
+        """Before ``ops`` run: lock the rows of the actors they name, read their
+        counters into the cache, and read the fences of the owner's writes."""
+        self._state.forget()  # whatever another node changed since, the table has it
+        addresses = sorted({a for op in ops for a in getattr(op.fn, "addresses", ())})
+        if addresses:
+            heads = self._state.heads
+            for address, mailbox_head, event_head, final in sql.conn.execute(
+                _LOCK_ACTORS, (addresses,)
+            ):
+                if not final:
+                    heads[address] = (mailbox_head, event_head)
+        fences = self._fences
+        fences.clear()
+        fenced = sorted({f for op in ops if (f := getattr(op.fn, "fence", None)) is not None})
+        if fenced:
+            for address, life, epoch in sql.conn.execute(FENCES, (fenced, self.node)):
+                fences[address] = (life, epoch)
 
     def _commit(self, sql: SqliteDialect, ops: list[_Op]) -> None:
         try:
+            if self._notes:
+                # Sent by the server at COMMIT, and only if it commits.
+                notes, node = sorted(self._notes), self.node
+                self._notes.clear()
+                sql.conn.execute(
+                    "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS t(c, p)",
+                    ([c for c, _ in notes], [f"{node}\n{a}" for _, a in notes]),
+                )
             sql.conn.commit()
         except psycopg.Error as exc:
             self._state.forget()
@@ -182,12 +248,10 @@ class PgBatchWriter(OpQueue):
 
     async def _recover(self) -> bool:
         """Reconnect after a fail-stop; True once the store takes writes again."""
-        if isinstance(self._stopped_by, Fenced):
-            return False
         try:
             await trio.to_thread.run_sync(self._reconnect, limiter=self._writer_thread)
         except Exception as exc:
-            # Unreachable still, another store holding the lock now, or `Fenced`.
+            # Unreachable still.
             self._stopped_by = exc
             return False
         log.warning("the PostgreSQL store reconnected; writes go on")
@@ -208,11 +272,9 @@ class PgBatchWriter(OpQueue):
 
     def _refuse(self, batch: list[_Op]) -> None:
         stopped = self._stopped_by
-        reason = str(stopped) if isinstance(stopped, Fenced) else None
         for op in batch:
             op.result = None
             op.error = StoreUnavailable(
-                reason
-                or f"the PostgreSQL store at {self._where} lost its connection and cannot "
+                f"the PostgreSQL store at {self._where} lost its connection and cannot "
                 f"reconnect yet ({self._reason(stopped or Exception())}); nothing was accepted"
             )

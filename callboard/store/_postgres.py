@@ -1,4 +1,4 @@
-"""The PostgreSQL store: one node's `Store` on a PostgreSQL database, with group commit.
+"""The PostgreSQL store: a node's `Store` on a PostgreSQL database that several nodes share.
 
 The same contract as `SqliteStore`, and the same write operations (shared
 through ``_pg_dialect``): a write returns once its batch's COMMIT has
@@ -7,9 +7,11 @@ One writer task batches every queued write into one transaction on a
 worker thread (``_pg_writer``); reads run on a pool of other connections
 on worker threads (``_pg_reads``).
 
-One node at a time, for now: the store holds the database's owner lock
-for its whole life and a second store on the same database is refused
-(``_pg_schema``). Several nodes on one database need leases, still to come.
+Several nodes may open one database: each holds a lease, renewed by its
+heartbeat, and each actor is owned by one node at a time, every write of
+the owner fenced by the epoch of its claim (``_pg_cluster``, ``_pg_lease``).
+Anyone may store a message for any actor; its owner is woken by NOTIFY,
+with a poll as the fallback.
 
 The data directory still holds the node's own files (the lock, the
 operator's token), so it is locked as the SQLite store locks it.
@@ -20,8 +22,9 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -32,16 +35,12 @@ from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._lock import DirectoryLock
 from ._op_queue import _Op
+from ._pg_cluster import PgCluster, default_node
 from ._pg_connect import SecretUrl, connect, redact, scrub
 from ._pg_dialect import SqliteDialect
+from ._pg_fenced import PgFencedWrites
 from ._pg_reads import PgReads, ReaderPool
-from ._pg_schema import (
-    lock_database,
-    prepare,
-    reclaim_ownership,
-    take_ownership,
-    unlock_database,
-)
+from ._pg_schema import prepare
 from ._pg_writer import PgBatchWriter
 from ._records import StoreStatistics
 from ._rhythm import GroupCommits
@@ -50,7 +49,7 @@ from ._writes import StoreWrites
 __all__ = ["PostgresStore", "open_postgres_store"]
 
 
-class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
+class PostgresStore(PgBatchWriter, PgReads, PgFencedWrites, PgCluster, StoreWrites):
     """The store behind the runtime, on PostgreSQL. Writes are durable on return;
     reads see every write that returned before they began."""
 
@@ -64,9 +63,13 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
         max_batch: int = 2048,
         queue_size: int = 16384,
         max_cached_actors: int = 10_000,
+        lease_ttl: float = 10.0,
+        lease_poll: float = 1.0,
     ) -> None:
         self.directory = directory
-        self.node = node
+        self.node = node if node is not None else default_node(directory)
+        self._lease_ttl = lease_ttl
+        self._lease_poll = lease_poll
         self._url = SecretUrl(url)  # its password goes only to `connect` and `scrub`
         self._where = redact(url)
         self._clock = clock
@@ -79,7 +82,6 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
             lambda text: scrub(text, self._url.secret),
             lane=self._writer_thread,
         )
-        self._epoch = 0
         self._batches = 0
         self._operations = 0
         self._largest = 0
@@ -94,9 +96,14 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
         """Called on the trio thread once the store has reconnected after a lost
         connection: the runtime re-reads every active mailbox, as the lost
         batch may have committed."""
+        self.on_wake: Callable[[str], None] | None = None
+        self.on_events: Callable[[str | None], None] | None = None
+        self.on_lost: Callable[[Sequence[str]], None] | None = None
+        self._init_cluster()
+        self._registered = False
 
     def __repr__(self) -> str:
-        return f"<PostgresStore {self._where}>"
+        return f"<PostgresStore {self._where} node {self.node!r}>"
 
     # -- lifecycle (on a worker thread) --------------------------------------
 
@@ -105,9 +112,9 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
         thread (a test's clock may be trio's)."""
         conn = connect(self._url.secret, autocommit=False)
         try:
-            lock_database(conn, self._where)
             prepare(conn, self._where)
-            self._epoch = take_ownership(conn, self.node, now)
+            self._register()
+            self._registered = True
         except psycopg.Error as exc:
             conn.close()
             # Not chained: the driver's text could quote the URL.
@@ -123,28 +130,20 @@ class PostgresStore(PgBatchWriter, PgReads, StoreWrites):
     def _reconnect(self) -> None:
         self._drop_writer()
         self._state.forget()
-        conn = connect(self._url.secret, autocommit=False)
-        try:
-            reclaim_ownership(conn, self._where, self._epoch)
-        except BaseException:
-            conn.close()
-            raise
-        self._writer = SqliteDialect(conn)
+        self._writer = SqliteDialect(connect(self._url.secret, autocommit=False))
 
-    def _drop_writer(self, *, unlock: bool = False) -> None:
+    def _drop_writer(self) -> None:
         if self._writer is not None:
             conn, self._writer = self._writer.conn, None
-            try:
-                if unlock and not conn.broken:
-                    unlock_database(conn)
-            except psycopg.Error:
-                pass  # the lock goes with the session, a moment later
-            finally:
-                conn.close()
+            conn.close()
 
-    def _close(self) -> None:
+    def _close(self, *, leave: bool) -> None:
         self._reads.close()
-        self._drop_writer(unlock=True)
+        self._drop_writer()
+        if leave:
+            self._leave()
+        elif self._control is not None:
+            self._control.close()
 
     @property
     def healthy(self) -> bool:
@@ -176,14 +175,20 @@ async def open_postgres_store(
     max_batch: int = 2048,
     queue_size: int = 16384,
     max_cached_actors: int = 10_000,
+    lease_ttl: float = 10.0,
+    lease_poll: float = 1.0,
 ) -> AsyncIterator[PostgresStore]:
     """Lock the data directory, connect to the database at ``url`` (creating
     callboard's tables in an empty one) and run the writer until exit.
 
-    `StoreUnavailable` if the server cannot be reached, `DataDirectoryLocked`
-    if another store has the database, `DataDirectoryIncompatible` if a newer
-    callboard made it; each names the URL without its password. On exit the
-    writer finishes every queued write before the connections close.
+    ``node`` names this node (by default its host and data directory); its
+    lease lasts ``lease_ttl`` seconds past each heartbeat, and every
+    ``lease_poll`` seconds it looks for actors to wake or take.
+
+    `StoreUnavailable` if the server cannot be reached,
+    `DataDirectoryIncompatible` if a newer callboard made it; each names the
+    URL without its password. On exit the writer finishes every queued write
+    before the connections close, and the node gives up its actors.
     """
     path = Path(directory)
     path.mkdir(mode=0o700, parents=True, exist_ok=True)  # noqa: ASYNC240 (once, at start-up)
@@ -197,16 +202,30 @@ async def open_postgres_store(
         max_batch=max_batch,
         queue_size=queue_size,
         max_cached_actors=max_cached_actors,
+        lease_ttl=lease_ttl,
+        lease_poll=lease_poll,
     )
     try:
+        opened = time.monotonic()  # the lease's clock (see ``_pg_cluster._now``)
         await trio.to_thread.run_sync(store._open, clock())
+        store._renewed_until = opened + lease_ttl
         async with trio.open_nursery() as nursery:
             await nursery.start(store._run_writer)
+            lease = trio.CancelScope()
+
+            async def run_lease(task_status: trio.TaskStatus[None]) -> None:
+                with lease:
+                    await store._run_lease(task_status=task_status)
+
+            await nursery.start(run_lease)
             try:
                 yield store
             finally:
+                store._stop_lease()
+                lease.cancel()
                 store._send.close()
     finally:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(store._close)
+            # Its actors have stopped (the runtime closes first): it gives them up.
+            await trio.to_thread.run_sync(partial(store._close, leave=store._registered))
         lock.release()

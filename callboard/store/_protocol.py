@@ -25,6 +25,7 @@ from ._records import (
     EventPage,
     EventRecord,
     MailboxRecord,
+    NodeRecord,
     StoredAck,
     StoreStatistics,
 )
@@ -47,6 +48,30 @@ class Store(Protocol):
     """Tells this opening of the store from every other one: stamped on each
     message stored (`MailboxRecord.life`), so that a row stored in an earlier
     life is known to have been pending when that life ended."""
+
+    # -- several nodes on one store (trivial on one: see ``_single_node``) -----
+
+    on_wake: Callable[[str], None] | None
+    """Called on the trio thread when ``address`` may have work for this node:
+    another node stored a message for it, or it has work and no live owner."""
+    on_events: Callable[[str | None], None] | None
+    """Called when another node committed events of ``address`` (None: of any
+    actor, when a notification may have been lost): subscribers here read them."""
+    on_lost: Callable[[Sequence[str]], None] | None
+    """Called when this node lost its lease on these actors: stop them at once."""
+
+    def owns(self, address: str) -> bool:
+        """Whether this node holds ``address``'s lease and may run it."""
+        ...
+
+    async def claim(self, address: str) -> bool:
+        """Take ``address``'s lease unless a live node holds it; True if this
+        node holds it now. Its commits are fenced by it (`LeaseLost`)."""
+        ...
+
+    async def nodes(self) -> list[NodeRecord]:
+        """The nodes on the store, with heartbeat and actors owned ([] on one node)."""
+        ...
 
     @property
     def healthy(self) -> bool:

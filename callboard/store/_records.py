@@ -27,6 +27,7 @@ __all__ = [
     "MailboxRecord",
     "NewEvent",
     "NewTimer",
+    "NodeRecord",
     "StoreStatistics",
     "StoredAck",
 ]
@@ -99,6 +100,19 @@ class Commit:
     attempts: tuple[int, int, int] | None = None
     """``(first, last, n)``: messages ``first..last`` were attempted at least
     ``n`` times (a crashed batch, counted before its dead letter is taken)."""
+    paused: bool | None = None
+    """Paused (its mailbox fills and is not handled) or resumed, from this commit on."""
+
+
+@attrs.frozen
+class NodeRecord:
+    """A node on a shared store: its name, its last heartbeat (ISO 8601, UTC, by
+    the database's clock), whether its lease is live, and the actors it owns."""
+
+    node: str
+    heartbeat: str
+    live: bool
+    actors: int
 
 
 @attrs.define
@@ -128,15 +142,21 @@ class ActorRecord:
     """The first seq of its events still held: retention removed those before it."""
     stopped_at: float | None = None
     """When it went final (stopped or failed), by the store's clock; None before."""
+    paused: bool = False
+    """Paused by an operator: its mailbox fills and nothing is handled until resumed."""
+    owner: str | None = None
+    """The node that holds its lease (several nodes on PostgreSQL); None on one node."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ActorRecord:
-        """From the columns in this class's order (SQLite's 0 and 1 for the booleans)."""
+        """From the columns in this class's order (SQLite's 0 and 1 for the booleans);
+        ``owner`` only where the store has one."""
         (address, kind, spec, status, final, state, version, cursor, head, ehead, restarts,
-         busy, error, created, events_from, stopped_at) = row  # fmt: skip
+         busy, error, created, events_from, stopped_at, paused, *owner) = row  # fmt: skip
         return cls(
             address, kind, spec, status, bool(final), state, version, cursor, head, ehead,
-            restarts, bool(busy), error, created, events_from, stopped_at,
+            restarts, bool(busy), error, created, events_from, stopped_at, bool(paused),
+            owner[0] if owner else None,
         )  # fmt: skip
 
     @property

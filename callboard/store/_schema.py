@@ -43,7 +43,8 @@ log = logging.getLogger("callboard.store")
 # still held (retention removes them from the oldest up), ``stopped_at``
 # the time it went final; the indexes on ``event_head - events_from``,
 # ``stopped_at``, ``timers.address`` and ``dead_letters.at`` let a retention
-# pass find its work without reading every row.
+# pass find its work without reading every row. ``actors.paused`` (version 5)
+# holds an operator's pause: it outlives the process, like the mailbox it holds.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actors (
     address TEXT PRIMARY KEY,
@@ -61,7 +62,8 @@ CREATE TABLE IF NOT EXISTS actors (
     last_error BLOB,
     created_at REAL NOT NULL,
     events_from INTEGER NOT NULL DEFAULT 1,
-    stopped_at REAL
+    stopped_at REAL,
+    paused INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS actors_kind ON actors(kind);
 CREATE INDEX IF NOT EXISTS actors_work ON actors(final, busy);
@@ -130,7 +132,7 @@ CREATE TABLE IF NOT EXISTS logs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _timers_never_reuse_an_id(conn: sqlite3.Connection) -> None:
@@ -215,12 +217,22 @@ def _mailbox_rows_know_their_life(conn: sqlite3.Connection) -> None:
             conn.execute("ALTER TABLE mailbox ADD COLUMN life INTEGER")
 
 
+def _actors_can_be_paused(conn: sqlite3.Connection) -> None:
+    """Version 4 to 5: ``actors`` gains ``paused`` (an operator's durable pause);
+    every actor of an older directory was running, so it starts unpaused."""
+    if _has_table(conn, "actors"):
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(actors)")}
+        if "paused" not in columns:
+            conn.execute("ALTER TABLE actors ADD COLUMN paused INTEGER NOT NULL DEFAULT 0")
+
+
 # ``MIGRATIONS[n]`` takes a database of version ``n`` to version ``n + 1``,
 # inside the open transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _timers_never_reuse_an_id,
     2: _events_compact_and_prunable,
     3: _mailbox_rows_know_their_life,
+    4: _actors_can_be_paused,
 }
 
 

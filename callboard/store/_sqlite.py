@@ -36,6 +36,7 @@ from ._protocol import Store
 from ._records import StoreStatistics
 from ._rhythm import GroupCommits
 from ._schema import prepare as prepare_schema
+from ._single_node import SingleNode
 from ._sqlite_reads import SqliteReads
 from ._wal import WalCheckpointer, limit_wal
 from ._writer import BatchWriter
@@ -84,7 +85,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-class SqliteStore(BatchWriter, SqliteReads, StoreWrites):
+class SqliteStore(BatchWriter, SqliteReads, StoreWrites, SingleNode):
     """The store behind the runtime. Writes are async and durable on return;
     reads are sync and see only what was committed."""
 

@@ -19,7 +19,7 @@ from ._records import ActorRecord, DeadLetterRecord, EventPage, EventRecord, Mai
 
 _ACTOR_COLUMNS = (
     "address, kind, spec, status, final, state, state_version, cursor, mailbox_head, "
-    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at"
+    "event_head, restarts, busy, last_error, created_at, events_from, stopped_at, paused"
 )
 
 
@@ -112,7 +112,9 @@ class SqliteReads:
     async def addresses_with_work(self, now: float) -> list[str]:
         """Actors a killed process left with something to do, and no others."""
         rows = self._read(
-            "SELECT address FROM actors WHERE final = 0 AND (busy = 1 OR cursor < mailbox_head) "
+            # A paused actor's mailbox waits for its resume: only its work does.
+            "SELECT address FROM actors WHERE final = 0 "
+            "AND (busy = 1 OR (cursor < mailbox_head AND paused = 0)) "
             "UNION SELECT DISTINCT address FROM timers WHERE due <= ?",
             (now,),
         )

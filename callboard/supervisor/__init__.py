@@ -10,6 +10,7 @@ against intensity in a `RestartWindow`.
 
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
+from ._controls import Control as Control
 from ._log_actor import current_actor as current_actor
 from ._restore import restore as restore
 from ._services import CellServices as CellServices
@@ -24,6 +25,7 @@ __all__ = [
     "CellServices",
     "CellState",
     "ChildSpec",
+    "Control",
     "Strategy",
     "current_actor",
     "restore",

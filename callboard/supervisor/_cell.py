@@ -17,10 +17,18 @@ import trio
 from .._retry import RestartWindow
 from ..actors import Actor, Context, Effects
 from ..codec import converter, dumps, loads
-from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
+from ..errors import (
+    CrashReason,
+    Escalation,
+    LeaseLost,
+    StateError,
+    StoreUnavailable,
+    UnknownOutcome,
+)
 from ..mailbox import Event, Message
-from ..store import NewEvent
+from ..store import CommitResult, NewEvent
 from ._commits import build_commit
+from ._controls import Controls
 from ._crashes import Verdict, crash_verdict, died_handling
 from ._inbox import Inbox
 from ._log_actor import current_actor
@@ -40,8 +48,9 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-class ActorCell:
-    """The supervised home of one actor while it is active."""
+class ActorCell(Controls):
+    """The supervised home of one actor while it is active (``Controls``: an
+    operator's pause, resume, step and state edit, run between its batches)."""
 
     # Slots: one of these per active actor, and a dict per instance is ~1 KB.
     __slots__ = (
@@ -99,6 +108,8 @@ class ActorCell:
         self._actor: Actor | None = None
         self._activities: trio.Nursery | None = None
         self._stop_requested = stop
+        self._paused = False  # read from its row at each start (a durable pause)
+        self._controls = None  # an operator's requests, run between batches (`Controls`)
         self.state = CellState.LOADING
         """Where its life stands (`CellState`)."""
         self._cursor = 0
@@ -137,12 +148,14 @@ class ActorCell:
     def deliver(self, message: Message) -> None:
         """A message just became durable; keep it in order, or read it from the store later."""
         self._inbox.deliver(message)
-        self._work_arrived()
+        if not self._paused:  # held: no wake-up (and no task) for each message
+            self._work_arrived()
 
     def poke(self) -> None:
         """Something arrived that was not delivered in memory (a fired timer)."""
         self._inbox.poke()
-        self._work_arrived()
+        if not self._paused:
+            self._work_arrived()
 
     def _work_arrived(self) -> None:
         if self.state is CellState.RESTING:
@@ -193,6 +206,12 @@ class ActorCell:
     @property
     def mailbox_size(self) -> int:
         return len(self._inbox)
+
+    @property
+    def waiting_for_approval(self) -> bool:
+        """A tool call of the live actor waits for a person's answer (``ls``: waiting)."""
+        actor = self._actor
+        return actor is not None and bool(actor.pending_approvals())
 
     # -- what the context asks for ----------------------------------------
 
@@ -256,8 +275,16 @@ class ActorCell:
                     resting = await self._live(restarted, resumed=resumed)
                     return
                 except Exception as exc:
+                    if isinstance(_unwrap(exc), LeaseLost):
+                        # Another node owns it now: stop here at once, recording
+                        # nothing (the store would refuse it anyway).
+                        log.warning("%s: %s", self.address, _unwrap(exc))
+                        return
                     try:
                         restart = await self._crashed(_unwrap(exc))
+                    except LeaseLost as lost:
+                        log.warning("%s: %s", self.address, lost)
+                        return
                     except (StoreUnavailable, UnknownOutcome) as refused:
                         # Not even the crash could be recorded: the store refuses
                         # writes. The last commit stands; try again after a pause
@@ -278,6 +305,7 @@ class ActorCell:
                 self._finish()
 
     def _finish(self) -> None:
+        self._end_controls()
         self.state = CellState.DONE
         self._svc.gone(self)
         self._finished = True
@@ -302,6 +330,7 @@ class ActorCell:
         self._last_state = record.state
         self._last_error = record.last_error
         self._last_error_seq = loads(record.last_error).get("seq") if record.last_error else None
+        self._paused = record.paused
         del record  # this frame lives as long as the actor: keep no copy of its row
         self.effects = Effects()
         start = "actor.restarted" if restarted else "actor.started"
@@ -327,8 +356,10 @@ class ActorCell:
 
     async def _mailbox_loop(self, actor: Actor, ctx: Context) -> bool:
         """Until it ends (False) or rests (True)."""
-        policy = self.kind.supervision
         while self.state is not CellState.ENDED:
+            if self._controls:
+                await self._run_controls(actor, ctx)
+                continue
             if self._stop_requested:
                 self.state = CellState.STOPPING
                 async with self._lock:
@@ -337,8 +368,8 @@ class ActorCell:
                         self.effects.final_status = "stopped"
                     await self._commit()
                 return False
-            if not self._inbox:
-                if self._inbox.stale:
+            if not self._inbox or self._paused:
+                if self._inbox.stale and not self._paused:
                     # The store has everything after the last message taken.
                     await self._inbox.reload()
                     continue
@@ -371,39 +402,41 @@ class ActorCell:
                 # One message: let the group commit in flight bring more of
                 # this actor's, so that one commit covers them (`GroupCommits`).
                 await self._svc.store.after_next_commit()
-            batch = self._inbox.take(self._svc.batch_max)
-            first = batch[0]
-            if first.attempt > policy.max_attempts:
-                async with self._lock:
-                    self._dead_letter(first, self._died_handling(first))
-                    # Its last attempt may have been assumed rather than marked.
-                    self._pending_attempts = (first.seq, first.seq, first.attempt - 1)
-                    await self._commit(cursor=first.seq)
-                continue
-            if first.attempt == 1:
-                self._uncounted = (first.seq, batch[-1].seq)
-            else:
-                # A retry runs alone, counted before it starts: if it kills the
-                # process, the next life knows.
-                await self._svc.store.mark_attempts(
-                    self.address, first.seq, first.seq, first.attempt
-                )
-            # Taken without a schedule point when free (it almost always is):
-            # the handler and the commit are the awaits that matter.
-            if self._lock.locked():
-                await self._lock.acquire()
-            else:
-                self._lock.acquire_nowait()
-            try:
-                for message in batch:
-                    self._current = message
-                    await actor.handle(ctx, message)
-                self._current = None
-                await self._commit(cursor=batch[-1].seq)
-                self._uncounted = None
-            finally:
-                self._lock.release()
+            await self._handle(actor, ctx, self._inbox.take(self._svc.batch_max))
         return False
+
+    async def _handle(self, actor: Actor, ctx: Context, batch: list[Message]) -> None:
+        """Handle ``batch`` (or dead-letter its first message) and commit."""
+        policy = self.kind.supervision
+        first = batch[0]
+        if first.attempt > policy.max_attempts:
+            async with self._lock:
+                self._dead_letter(first, self._died_handling(first))
+                # Its last attempt may have been assumed rather than marked.
+                self._pending_attempts = (first.seq, first.seq, first.attempt - 1)
+                await self._commit(cursor=first.seq)
+            return
+        if first.attempt == 1:
+            self._uncounted = (first.seq, batch[-1].seq)
+        else:
+            # A retry runs alone, counted before it starts: if it kills the
+            # process, the next life knows.
+            await self._svc.store.mark_attempts(self.address, first.seq, first.seq, first.attempt)
+        # Taken without a schedule point when free (it almost always is):
+        # the handler and the commit are the awaits that matter.
+        if self._lock.locked():
+            await self._lock.acquire()
+        else:
+            self._lock.acquire_nowait()
+        try:
+            for message in batch:
+                self._current = message
+                await actor.handle(ctx, message)
+            self._current = None
+            await self._commit(cursor=batch[-1].seq)
+            self._uncounted = None
+        finally:
+            self._lock.release()
 
     async def _passivation_turn(self) -> bool:
         """Wait for one of the runtime's passivation slots; False if work came first.
@@ -422,9 +455,11 @@ class ActorCell:
             self._slot_wait = None
 
     def _can_passivate(self) -> bool:
+        # A paused actor may rest or passivate with messages waiting: the
+        # store holds them, and its row the pause.
         return (
-            not self._inbox
-            and not self._inbox.stale
+            (self._paused or (not self._inbox and not self._inbox.stale))
+            and not self._controls
             and not self._stop_requested
             and self._activities is not None
             and not self._activities.child_tasks
@@ -454,7 +489,7 @@ class ActorCell:
                 f"the state of {self.address!r} does not serialize to JSON: {exc}"
             ) from None
 
-    async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> None:
+    async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> CommitResult:
         bookkeeping = bool(lifecycle)  # a crash's record, not a step of the actor
         effects, self.effects = self.effects, Effects()
         state: bytes | None = None
@@ -510,6 +545,7 @@ class ActorCell:
         if final:
             self.final_status = status
             self.state = CellState.ENDED
+        return result
 
     def _dead_letter(self, message: Message, error: CrashReason) -> None:
         error_json = dumps({**error.to_json(), "seq": message.seq})

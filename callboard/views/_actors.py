@@ -31,6 +31,8 @@ class ActorView:
     last_error: dict[str, Any] | None
     spec: Any = None
     summary: dict[str, Any] | None = None
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
 
 
 @attrs.frozen
@@ -41,6 +43,8 @@ class ActorInfo:
     status: str
     mailbox: int
     restarts: int
+    owner: str | None = None
+    """The node it is active on (several nodes on one store); None on one node."""
 
 
 @attrs.frozen
@@ -49,7 +53,9 @@ class PendingApproval:
 
     ``arguments`` are the call's arguments as JSON (the text the model sent
     when it is no JSON); ``requested_at`` is when it was asked (wall time,
-    seconds), None for a call asked before callboard recorded it.
+    seconds), None for a call asked before callboard recorded it;
+    ``deadline_at`` is when it expires unanswered (None: it waits for ever),
+    becoming ``on_expiry`` (``deny`` or ``approve``).
     """
 
     actor: str
@@ -57,17 +63,24 @@ class PendingApproval:
     tool: str
     arguments: Any
     requested_at: float | None
+    deadline_at: float | None = None
+    on_expiry: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """As docs/protocol.md's ``approvals`` reply has it."""
+        """As docs/protocol.md's ``approvals`` reply has it (the deadline only when
+        there is one)."""
         at = self.requested_at
-        return {
+        row = {
             "actor": self.actor,
             "call_id": self.call_id,
             "tool": self.tool,
             "arguments": self.arguments,
             "requested_at": format_at(at) if at is not None else None,
         }
+        if self.deadline_at is not None:
+            row["deadline_at"] = format_at(self.deadline_at)
+            row["on_expiry"] = self.on_expiry
+        return row
 
 
 @attrs.frozen

@@ -9,6 +9,7 @@ ssh options it will pass on) is checked where the spec arrives, at
 
 from __future__ import annotations
 
+import math
 import os
 from datetime import timedelta
 from typing import Any, Literal
@@ -16,6 +17,14 @@ from typing import Any, Literal
 import attrs
 
 from ..codec import strict_json
+from ._budget_spec import (
+    BudgetPolicy,
+    check_budget_policy,
+    check_cost_limit,
+    check_count_limit,
+    check_prices,
+)
+from ._outage_spec import check_retry_limit, check_retry_seconds
 
 __all__ = [
     "APPROVALS",
@@ -23,7 +32,11 @@ __all__ = [
     "SSH_EXECUTOR_KEYS",
     "Approval",
     "RunSpec",
+    "check_approval_default",
+    "check_approval_timeout",
+    "check_context_window",
     "check_executor_shape",
+    "check_keep_turns",
     "check_key_env",
     "check_provider_name",
     "executor_shape_problem",
@@ -111,6 +124,18 @@ def check_provider_name(instance: Any, attribute: Any, value: object) -> None:
         )
 
 
+def check_context_window(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``context_window`` is None or a positive number of tokens."""
+    if value is not None and (type(value) is not int or value <= 0):
+        raise TypeError(f"'context_window' must be a positive number of tokens, got {value!r}")
+
+
+def check_keep_turns(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``keep_turns`` is a number of turns, 0 or more."""
+    if type(value) is not int or value < 0:
+        raise TypeError(f"'keep_turns' must be a number of turns, 0 or more, got {value!r}")
+
+
 def _seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
@@ -124,6 +149,22 @@ def _seconds(value: timedelta | float | None) -> float | None:
 def _check_deadline(instance: RunSpec, attribute: Any, value: float | None) -> None:
     if value is not None and not value > 0:
         raise TypeError(f"'deadline' must be positive, got {value!r} seconds")
+
+
+def check_approval_timeout(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``approval_timeout`` is None or a positive, finite number."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"'approval_timeout' must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise TypeError(f"'approval_timeout' must be a positive number of seconds, got {value!r}")
+
+
+def check_approval_default(instance: Any, attribute: Any, value: object) -> None:
+    """An attrs validator: ``approval_default`` is ``deny`` or ``approve``."""
+    if value not in ("deny", "approve"):
+        raise TypeError(f"'approval_default' must be 'deny' or 'approve', got {value!r}")
 
 
 def _check_prompt(instance: RunSpec, attribute: Any, value: Any) -> None:
@@ -156,7 +197,16 @@ class RunSpec:
     where ``shell_run`` and the task's jobs run: None on the host,
     ``{"ssh": {"host": ...}}`` on another machine; here only its shape is
     checked, and the host refuses at ``spawn`` what it will not run.
-    ``api_key_env`` and ``provider`` are as in `callboard.agent.SessionSpec`.
+    ``api_key_env``, ``provider``, ``context_window`` and ``keep_turns`` are
+    as in `callboard.agent.SessionSpec`, and so are ``outage_retry_limit`` and
+    ``outage_retry_for`` (a turn parked while the model server is down,
+    ``_outage_spec``). ``approval_timeout`` (seconds; None: no deadline) is how
+    long a call that asks waits for its answer, and ``approval_default``
+    (``deny`` or ``approve``) what it becomes then. ``max_tokens``,
+    ``max_cost``, ``max_model_calls``, ``max_tool_calls``, ``prices`` and
+    ``on_budget`` cap what the task spends (``_budget_spec``); a task has no
+    person to wait for, so a breach fails it unless ``on_budget`` says
+    ``pause`` or ``ask``.
     """
 
     prompt: str = attrs.field(validator=_check_prompt)
@@ -171,3 +221,17 @@ class RunSpec:
     executor: dict[str, Any] | None = attrs.field(default=None, validator=check_executor_shape)
     api_key_env: str | None = attrs.field(default=None, validator=check_key_env)
     provider: str | None = attrs.field(default=None, validator=check_provider_name)
+    approval_timeout: float | None = attrs.field(default=None, validator=check_approval_timeout)
+    approval_default: Literal["deny", "approve"] = attrs.field(
+        default="deny", validator=check_approval_default
+    )
+    context_window: int | None = attrs.field(default=None, validator=check_context_window)
+    keep_turns: int = attrs.field(default=2, validator=check_keep_turns)
+    max_tokens: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_cost: float | None = attrs.field(default=None, validator=check_cost_limit)
+    max_model_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    max_tool_calls: int | None = attrs.field(default=None, validator=check_count_limit)
+    prices: dict[str, Any] | None = attrs.field(default=None, validator=check_prices)
+    on_budget: BudgetPolicy = attrs.field(default="fail", validator=check_budget_policy)
+    outage_retry_limit: int | None = attrs.field(default=None, validator=check_retry_limit)
+    outage_retry_for: float | None = attrs.field(default=None, validator=check_retry_seconds)

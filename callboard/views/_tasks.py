@@ -164,8 +164,9 @@ class TaskOperations(Protocol):
 
     async def approve(
         self, handle: str, call_id: str | None = None, *, approved: bool = True,
-        reason: str | None = None,
+        reason: str | None = None, always: bool = False,
     ) -> None:  # fmt: skip
         """Answer an ``approval.requested``; durable once it returns. ``reason``
-        reaches the model with a denial."""
+        reaches the model with a denial; ``always`` allows the tool for the rest
+        of the task."""
         ...

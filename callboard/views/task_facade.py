@@ -166,19 +166,22 @@ class TaskFacade(TaskOperations):
 
     async def approve(
         self, handle: str, call_id: str | None = None, *, approved: bool = True,
-        reason: str | None = None,
+        reason: str | None = None, always: bool = False,
     ) -> None:  # fmt: skip
         """Answer an ``approval.requested`` (``approve="ask"``); durable once it returns.
 
         Without ``call_id``, it answers the one call that waits (if only one does).
-        ``reason`` reaches the model in the tool result it sees with a denial.
+        ``reason`` reaches the model in the tool result it sees with a denial;
+        ``always`` also lets the tool run without asking for the rest of the task.
 
         Raises:
             ActorStopped: the task has settled.
         """
         address = task_address(handle)
         try:
-            await self._host.send(address, "approve", approve_body(call_id, approved, reason))
+            await self._host.send(
+                address, "approve", approve_body(call_id, approved, reason, always)
+            )
         except ActorStopped:
             raise await self._refusal(address) from None
 

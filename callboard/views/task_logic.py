@@ -61,11 +61,11 @@ __all__ = [
 ENDINGS = frozenset({"task.settled", "actor.failed", "actor.stopped"})
 """Events after which the snapshot may hold a terminal: the waits read it again."""
 
-LIVE_STATUSES = frozenset({"active", "failing", "idle"})
+LIVE_STATUSES = frozenset({"active", "waiting", "paused", "failing", "idle"})
 """The statuses ``inspect`` gives an actor that is not final (docs/protocol.md);
 every other one (``stopped``, ``failed``, a task's terminal) is final."""
 
-_ATTACHED = frozenset({"active", "failing"})  # in memory on the host, driven by it
+_ATTACHED = frozenset({"active", "waiting", "failing"})  # in memory on the host, driven by it
 
 _TERMINALS: dict[str, Callable[[dict[str, Any]], Terminal]] = {
     "succeeded": lambda outcome: Succeeded(outcome.get("result") or ""),
@@ -168,7 +168,8 @@ def might_settle(event: Event) -> bool:
 
 def is_attached_view(view: ActorView) -> bool:
     """Whether the host that answered ``view`` drives the task: it is in memory there
-    (``active``, or ``failing`` while the store refuses its commits) and not final."""
+    (``active``, ``waiting`` for an approval, or ``failing`` while the store refuses
+    its commits) and not final."""
     return view.status in _ATTACHED
 
 
@@ -182,12 +183,14 @@ def settled_refusal(address: str, record: TaskRecord | None) -> ActorStopped:
 
 
 def approve_body(
-    call_id: str | None, approved: bool, reason: str | None = None
+    call_id: str | None, approved: bool, reason: str | None = None, always: bool = False
 ) -> dict[str, object]:
-    """The body of an ``approve`` message."""
+    """The body of an ``approve`` message (``always``: the tool for the rest of the task)."""
     body: dict[str, object] = {"approved": approved}
     if call_id is not None:
         body["call_id"] = call_id
     if reason is not None:
         body["reason"] = reason
+    if always:
+        body["scope"] = "session"
     return body
