@@ -68,6 +68,9 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
             await browser.element('.marker[data-type="turn.completed"]')
             await browser.element("#actor-state", '"active": null')  # the turn's end, committed
             await shoot(browser, "session")
+            shown_spec = await browser.script(
+                "return document.getElementById('actor-spec').textContent"
+            )
             shown = await browser.run(lambda: (result.text, answer.text))
             streamed = await browser.script("return window.__streamed")
             arguments = await browser.run(
@@ -83,6 +86,7 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
     assert (workspace / "notes" / "today.txt").read_text() == "plan"
     assert shown == ("created 'notes/today.txt': 4 bytes", ANSWER)
     assert '"path": "notes/today.txt"' in arguments
+    assert '"approvals": "ask"' in shown_spec  # the spec it was spawned with, beside its state
     # The answer was shown while it streamed, in more than one piece, each a prefix of it.
     assert len(streamed) >= 2 and all(ANSWER.startswith(piece) for piece in streamed)
     assert model.requests[1]["messages"][-1]["role"] == "tool"

@@ -131,11 +131,12 @@ export function actorView(main, { gw }, address) {
       stop.hidden = ended;
       remove.hidden = !ended;
       clear(details);
-      for (const field of ["kind", "status", "cursor", "mailbox", "head", "restarts", "node"]) {
-        if (view[field] !== undefined) details.append(h("div", {}, h("span", { className: "quiet" }, field), " ", String(view[field])));
+      for (const field of ["kind", "status", "cursor", "mailbox", "head", "restarts", "owner"]) {
+        if (view[field] !== undefined && view[field] !== null) details.append(h("div", {}, h("span", { className: "quiet" }, field), " ", String(view[field])));
       }
       if (view.last_error) details.append(h("details", { className: "error" }, h("summary", {}, "last error"), h("pre", {}, pretty(view.last_error))));
-      if (view.spec !== undefined) details.append(h("details", {}, h("summary", {}, "spec"), h("pre", { id: "actor-spec" }, pretty(view.spec))));
+      if (view.summary) details.append(h("details", {}, h("summary", {}, "summary"), h("pre", { id: "actor-summary" }, pretty(view.summary))));
+      if (view.spec !== undefined && view.spec !== null) details.append(h("details", {}, h("summary", {}, "spec"), h("pre", { id: "actor-spec" }, pretty(view.spec))));
       stateBox.textContent = pretty(view.state);
     } catch (error) {
       say(unsupported(error) ? h("p", {}, error.message) : failure(error));

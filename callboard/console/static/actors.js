@@ -41,7 +41,7 @@ export function actorsView(main, { gw, live }) {
   const statusSelect = h("select", { id: "filter-status", onchange: () => draw() }, h("option", { value: "" }, "every status"));
   const search = h("input", { id: "search", type: "search", placeholder: "search by address", oninput: () => draw() });
   const body = h("tbody");
-  const nodeHead = h("th", { hidden: true }, "node");
+  const nodeHead = h("th", { hidden: true }, "owner node");
   let note = h("p", { className: "quiet" });
   const table = h("table", { id: "actors", className: "rows" },
     h("thead", {}, h("tr", {}, h("th", {}, "address"), h("th", {}, "kind"), h("th", {}, "status"),
@@ -77,7 +77,7 @@ export function actorsView(main, { gw, live }) {
         h("td", { className: "number" }, row.mailbox),
         h("td", { className: "number" }, row.restarts),
         h("td", {}, last ? `${last.type} ${when(last.at)}` : ""));
-      if (severalNodes) tr.append(h("td", {}, row.node || ""));
+      if (severalNodes) tr.append(h("td", { className: "owner" }, row.owner || ""));
       body.append(tr);
     }
     note.textContent = `${shown.length} of ${rows.length} actors`;
@@ -89,12 +89,15 @@ export function actorsView(main, { gw, live }) {
       rows = await gw.listAll(kind ? { kind } : {});
       if (!kind) options(kindSelect, new Set(rows.map((row) => kindOf(row.actor))));
       options(statusSelect, new Set(rows.map((row) => row.status)));
+      // The owner column once there are several nodes (rows name their owner
+      // then; a token that may not count every node's actors still sees them).
       try {
         severalNodes = (await gw.request("nodes")).nodes.length > 1;
       } catch (error) {
-        if (!unsupported(error)) throw error;
-        severalNodes = false; // a server without the nodes op has one node
+        if (!unsupported(error) && error.code !== "forbidden") throw error;
+        severalNodes = false;
       }
+      severalNodes ||= new Set(rows.map((row) => row.owner).filter(Boolean)).size > 1;
       if (!stopped) draw();
       lookUpLastEvents(gw, rows, () => stopped || draw());
     } catch (error) {
