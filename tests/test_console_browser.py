@@ -50,6 +50,16 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
                 lambda d: not d.find_elements("css selector", 'tr[data-actor="counter/c1"]'),
                 "the search to hide counter/c1",
             )
+            await browser.run(lambda: browser.driver.find_element("id", "search").clear())
+            await browser.run(lambda: choose(browser.driver, "filter-kind", "counter"))
+            await browser.element("#actors-note", "1 of 1 actors")
+            by_kind = await browser.script(ROWS)
+            await browser.run(lambda: choose(browser.driver, "filter-kind", ""))
+            await browser.run(lambda: choose(browser.driver, "filter-status", "active"))
+            await browser.element("#actors-note", "2 of 2 actors")
+            await browser.run(lambda: browser.driver.find_element("id", "search").send_keys("s"))
+            await browser.element("#actors-note", "1 of 2 actors")
+            by_status_and_search = await browser.script(ROWS)
 
             await browser.click('a[href="#/actor/session/s1"]')
             await browser.element("#prompt")
@@ -81,6 +91,7 @@ async def test_an_operator_prompts_a_session_approves_its_tool_and_reads_the_str
                 )
             )
     assert "#token" not in address and address.endswith("#/actors")
+    assert (by_kind, by_status_and_search) == (["counter/c1"], ["session/s1"])
     assert kept == token
     assert not on_disk_before
     assert (workspace / "notes" / "today.txt").read_text() == "plan"
@@ -159,6 +170,13 @@ async def test_queued_prompts_are_reordered_and_removed_and_a_running_turn_is_ca
     asked = [request["messages"][-1]["content"] for request in model.requests]
     assert asked[0] == "first" and asked[1:] == ["third", "second"]
     assert len(model.requests) == 3
+
+
+ROWS = "return [...document.querySelectorAll('#actors tbody tr')].map(r => r.dataset.actor)"
+
+
+def choose(driver: WebDriver, select: str, value: str) -> None:
+    Select(driver.find_element("id", select)).select_by_value(value)
 
 
 def queue_of(driver: WebDriver) -> list[str]:

@@ -42,7 +42,7 @@ export function actorsView(main, { gw, live }) {
   const search = h("input", { id: "search", type: "search", placeholder: "search by address", oninput: () => draw() });
   const body = h("tbody");
   const nodeHead = h("th", { hidden: true }, "owner node");
-  let note = h("p", { className: "quiet" });
+  let note = h("p", { className: "quiet", id: "actors-note" });
   const table = h("table", { id: "actors", className: "rows" },
     h("thead", {}, h("tr", {}, h("th", {}, "address"), h("th", {}, "kind"), h("th", {}, "status"),
       h("th", {}, "mailbox"), h("th", {}, "restarts"), h("th", {}, "last event"), nodeHead)),
