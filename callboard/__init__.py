@@ -20,6 +20,7 @@ below it (tests/test_layers.py walks every import to hold this):
 - ``agent``: turns, the ``session`` and ``task`` kinds, `builtin_kinds`, and `Tasks`.
 - ``gateway``: the websocket gateway (docs/protocol.md) in front of a runtime.
 - ``client``: a Python client for the gateway, returning the embedding API's types.
+- ``console``: the operator's web page and the loopback server of its files.
 - ``cli``: the ``callboard`` command.
 
 Each public name is re-exported here exactly once, and imported only when
@@ -106,6 +107,7 @@ _LAYERS = frozenset(
         "agent",
         "gateway",
         "client",
+        "console",
         "cli",
     }
 )

@@ -22,15 +22,17 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from ..actors import Actor
 from ..agent import builtin_kinds
+from ..console import DEFAULT_CONSOLE_PORT, Console, open_console
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..llm import PROVIDERS, check_provider
@@ -86,6 +88,10 @@ def add_parsers(subparsers: Any) -> None:
     add("--metrics-port", type=int, default=None, metavar="PORT",
         help="serve Prometheus metrics at http://METRICS_HOST:PORT/metrics")  # fmt: skip
     add("--metrics-host", default="127.0.0.1", help="interface for the metrics (%(default)s)")
+    add("--console-port", type=int, default=None, metavar="PORT",
+        help=f"serve the web console at http://127.0.0.1:PORT/ ({DEFAULT_CONSOLE_PORT}, or a free "
+        "port if that one is taken; 0 picks a free one)")  # fmt: skip
+    add("--no-console", action="store_true", help="serve no web console")
     add("--model-url", default=os.environ.get("CALLBOARD_MODEL_URL"), metavar="URL",
         help="default OpenAI-compatible base URL for new sessions and tasks "
         "($CALLBOARD_MODEL_URL), e.g. http://127.0.0.1:8000/v1")  # fmt: skip
@@ -338,12 +344,18 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
         claimed = {cls.kind for cls in kinds}
         agent = builtin_kinds({**settings, "workspace": args.workspace or os.getcwd()})
         every = [*(cls for cls in agent if cls.kind not in claimed), *kinds]
-        async with open_runtime(
-            data, kinds=every, settings=settings, store=args.store, node=args.node,
-            config=args.runtime_config,
-        ) as rt:  # fmt: skip
+        async with (
+            open_runtime(
+                data, kinds=every, settings=settings, store=args.store, node=args.node,
+                config=args.runtime_config,
+            ) as rt,
+            _console(args) as console,
+        ):  # fmt: skip
             log_lifecycle(rt)
             with stopping:
+                if console is not None:  # the page's origin, and no other, joins the gateway's
+                    origins = (*config.allowed_origins, *console.origins)
+                    config = attrs.evolve(config, allowed_origins=origins)
                 gateway = Gateway(rt, config)
                 async with trio.open_nursery() as nursery:
                     with _naming_port("--port", args.host, args.port):
@@ -351,6 +363,9 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
                     where = f"callboard serving {url} with data in {data}"
                     if args.store is not None:
                         where += f", actors in {redact_url(args.store)}"
+                    if console is not None:  # stdout, not the log: the token is in its fragment
+                        await nursery.start(console.serve, url)
+                        where += f", console at {console.url_with_token(gateway.operator_token)}"
                     if args.metrics_port is not None:
                         with _naming_port("--metrics-port", args.metrics_host, args.metrics_port):
                             metrics = await nursery.start(
@@ -367,6 +382,10 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
             log.info("the gateway is closed; stopping the runtime")
         log.info("stopped; %s is released", data)
         main.cancel_scope.cancel()
+
+
+def _console(args: argparse.Namespace) -> AbstractAsyncContextManager[Console | None]:
+    return nullcontext() if args.no_console else open_console(args.console_port)
 
 
 async def _watch_signals(stopping: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:

@@ -11,6 +11,7 @@ here, before a socket is opened.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -43,6 +44,11 @@ def _positive_int_or_none(instance: object, attribute: attrs.Attribute[Any], val
         _positive_int(instance, attribute, value)
 
 
+def _origins(value: Iterable[str]) -> tuple[str, ...]:
+    """``allowed_origins`` as a tuple (typed, so that ``attrs.evolve`` checks its argument)."""
+    return tuple(value)
+
+
 def _check_token(
     instance: GatewayConfig, attribute: attrs.Attribute[str | None], value: object
 ) -> None:
@@ -61,7 +67,8 @@ class GatewayConfig:
             means the data directory's ``token`` file, made on first start.
             Scoped client tokens (``tokens.json`` there) are accepted either way.
         allowed_origins: browser origins allowed besides the server's own
-            ``http://127.0.0.1:PORT`` and ``http://localhost:PORT``.
+            ``http://127.0.0.1:PORT`` and ``http://localhost:PORT``;
+            ``callboard serve`` adds its web console's two (``callboard.console``).
         max_frame: bytes in one incoming frame; larger ones get ``too_large``.
             A frame over four times this is not buffered at all: the
             connection is closed with 1009.
@@ -116,7 +123,7 @@ class GatewayConfig:
     token: str | None = attrs.field(default=None, validator=_check_token)
     allowed_origins: tuple[str, ...] = attrs.field(
         default=(),
-        converter=tuple,
+        converter=_origins,
         validator=v.deep_iterable(v.instance_of(str), v.instance_of(tuple)),
     )
     max_frame: int = attrs.field(default=1024 * 1024, validator=_positive_int)
