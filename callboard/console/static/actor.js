@@ -2,13 +2,15 @@
 // dropped connection), its last committed state, and what can be done to it:
 // a session takes prompts, cancel, and the reordering or removal of queued
 // prompts; a task takes messages and cancel; a job shows its output; every
-// actor can be stopped, and deleted once it has ended.
+// actor can be paused, stepped and resumed, have its state replaced (live
+// attach, ./attach.js), be stopped, and be deleted once it has ended.
 
+import { liveAttach } from "./attach.js";
 import { Conversation } from "./conversation.js";
 import { append, clear, failure, freshKey, h, kindOf, pretty, unsupported } from "./dom.js";
 import { outputPane } from "./output.js";
 
-const LIVE_STATUSES = new Set(["active", "idle", "failing", "running"]);
+const LIVE_STATUSES = new Set(["active", "idle", "failing", "running", "paused"]);
 
 export function actorView(main, { gw }, address) {
   const kind = kindOf(address);
@@ -118,18 +120,27 @@ export function actorView(main, { gw }, address) {
     if (!confirm(`Delete ${address} and its events?`)) return;
     if (await act("deleted", gw.request("delete", { actor: address }))) location.hash = "#/actors";
   } }, "Delete");
-  append(actions, [stop, remove]);
+  const attach = liveAttach(gw, address, { done, say, refresh: () => inspect() });
+  append(actions, [...attach.buttons, stop, remove]);
+  append(side, attach.editor);
 
   // -- state ---------------------------------------------------------------------
   let inspecting = null;
+  let polling = null;
+  let closed = false; // an answer that comes after the page left sets no timer
   async function inspect() {
     try {
       const view = await gw.request("inspect", { actor: address });
+      // A paused actor emits nothing while messages reach its held mailbox: asked again, it shows them.
+      clearTimeout(polling);
+      if (closed) return;
+      if (view.status === "paused") polling = setTimeout(inspect, 2000);
       status.textContent = view.status;
       status.className = `status ${view.status}`;
       const ended = !LIVE_STATUSES.has(view.status);
       stop.hidden = ended;
       remove.hidden = !ended;
+      attach.update(view, !ended);
       clear(details);
       for (const field of ["kind", "status", "cursor", "mailbox", "head", "restarts", "owner"]) {
         if (view[field] !== undefined && view[field] !== null) details.append(h("div", {}, h("span", { className: "quiet" }, field), " ", String(view[field])));
@@ -154,8 +165,10 @@ export function actorView(main, { gw }, address) {
   }, (error) => say(failure(error)));
   inspect();
   return () => {
+    closed = true;
     sub.close();
     clearTimeout(inspecting);
+    clearTimeout(polling);
     if (output) output.close();
   };
 }

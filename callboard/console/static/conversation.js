@@ -31,7 +31,8 @@ export class Conversation {
 
   marker(frame, text, className = "") {
     return this.add(h("div", { className: `marker ${className}`, "data-type": frame.type, "data-seq": frame.seq },
-      h("span", { className: "type" }, frame.type), " ", text || "", h("span", { className: "at" }, when(frame.at))));
+      // The time floats right on the first line: placed after a <pre>, it would drop below it.
+      h("span", { className: "at" }, when(frame.at)), h("span", { className: "type" }, frame.type), " ", text || ""));
   }
 
   user(frame, label, text) {
