@@ -3,13 +3,15 @@
 is stepped one message at a time, has its committed state replaced (a state
 that does not fit its type is refused, naming the field) and is resumed.
 The page reads the gateway's ops ``pause``, ``step``, ``state``,
-``set_state`` and ``resume`` (docs/protocol.md, "Live attach")."""
+``set_state`` and ``resume`` (docs/protocol.md, "Live attach"). A session's
+own hold on its queue (its ``pause`` message) is another button, and another
+pause: the session still handles what it is sent."""
 
 from __future__ import annotations
 
 import trio
 from console_helpers import browser, console, console_url, driver, shoot
-from scripted_model import ScriptedModel
+from scripted_model import ScriptedModel, text
 from serve_helpers import connect_to
 
 __all__ = ["browser", "driver"]  # the fixtures, for pytest to find here
@@ -64,7 +66,11 @@ async def test_an_actor_paused_from_its_page_is_stepped_edited_and_resumed(tmp_p
             )
 
             await browser.click("#resume-actor")
-            await browser.element("#actor-status", "active")
+            await browser.element(".notice .ok", "resumed: ledger/l1 is active")
+            await browser.until(
+                lambda d: d.find_element("id", "actor-status").text != "paused",
+                "the page to show the actor resumed",
+            )
             step_hidden = await browser.script(
                 "return document.getElementById('step-actor').hidden"
             )
@@ -95,3 +101,41 @@ async def text_of(browser, element) -> str:
 async def replace_text(browser, text: str) -> None:
     await browser.run(lambda: browser.driver.find_element("id", "state-input").clear())
     await browser.type("#state-input", text)
+
+
+async def test_a_sessions_queue_held_from_its_page_takes_prompts_and_runs_them_once_released(
+    tmp_path, browser
+):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with ScriptedModel([text("released and answered")]) as model, trio.fail_after(180):
+        async with console(tmp_path, model) as served, connect_to(served) as wire:
+            await wire.ok("spawn", kind="session", name="s1", spec={"workspace": str(workspace)})
+            url, _, token = console_url(served.line)
+            await browser.get(url + f"#token={token}")
+            await browser.click('a[href="#/actor/session/s1"]')
+            await browser.click("#hold-queue")
+            await browser.element("#queue-held", "held")
+            await browser.type("#prompt", "wait for it")
+            await browser.click("#send-prompt")
+            # Handled (queued and announced) while held, but no turn starts from it.
+            await browser.element('#queue li[data-prompt-id="p1"]', "wait for it")
+            await browser.element("#actor-state", '"text": "wait for it"')
+            held = await wire.ok("inspect", actor="session/s1")
+            asked_while_held = len(model.requests)
+            await browser.click("#release-queue")
+            await browser.element(".msg.assistant:not(.streaming) .text", "released and answered")
+            await browser.until(
+                lambda d: not d.find_elements("css selector", "#queue li"), "the queue to empty"
+            )
+            await browser.element("#hold-queue")
+            held_note_hidden = await browser.script(
+                "return document.getElementById('queue-held').hidden"
+            )
+    assert held["state"]["paused"] is True  # the session's hold, not live attach's pause
+    assert held["status"] != "paused"
+    assert [prompt["text"] for prompt in held["state"]["queue"]] == ["wait for it"]
+    assert asked_while_held == 0
+    assert len(model.requests) == 1
+    assert model.requests[0]["messages"][-1] == {"role": "user", "content": "wait for it"}
+    assert held_note_hidden is True

@@ -1,7 +1,7 @@
 // One actor: its events from seq 1 on, then live (resumed by seq after a
 // dropped connection), its last committed state, and what can be done to it:
-// a session takes prompts, cancel, and the reordering or removal of queued
-// prompts; a task takes messages and cancel; a job shows its output; every
+// a session takes prompts, cancel, the reordering or removal of queued
+// prompts, and a hold on its queue; a task takes messages and cancel; a job shows its output; every
 // actor can be paused, stepped and resumed, have its state replaced (live
 // attach, ./attach.js), be stopped, and be deleted once it has ended.
 
@@ -104,8 +104,19 @@ export function actorView(main, { gw }, address) {
       onclick: () => act("cancel sent", gw.send(address, "cancel", {}, freshKey("cancel"))) },
     kind === "session" ? "Cancel turn" : "Cancel task")]);
   }
+  // Two pauses, named apart: "Hold queue" is the session's own (its `pause`
+  // message: the running turn goes on, no other starts from the queue, and
+  // prompts, cancel and approvals are still handled; a session holds its queue
+  // by itself when a restart interrupted its turn), "Pause actor" is live
+  // attach's (nothing at all is handled).
+  const held = h("p", { className: "held", id: "queue-held", hidden: true }, "held: no turn starts from the queue until it is released");
+  const hold = h("button", { type: "button", id: "hold-queue", hidden: true,
+    title: "let the running turn finish and start no other from the queue; prompts, cancel and approvals are still handled",
+    onclick: () => act("hold sent", gw.send(address, "pause", {}, freshKey("pause"))) }, "Hold queue");
+  const release = h("button", { type: "button", id: "release-queue", hidden: true,
+    onclick: () => act("release sent", gw.send(address, "resume", {}, freshKey("resume"))) }, "Release queue");
   if (kind === "session") {
-    side.prepend(h("h2", {}, "Queued prompts"), queueList, queueEmpty);
+    side.prepend(h("h2", {}, "Queued prompts"), held, queueList, queueEmpty, h("div", { className: "buttons" }, hold, release));
     drawQueue();
   }
   let output = null;
@@ -141,6 +152,10 @@ export function actorView(main, { gw }, address) {
       stop.hidden = ended;
       remove.hidden = !ended;
       attach.update(view, !ended);
+      const queueHeld = Boolean(view.state && view.state.paused);
+      held.hidden = !queueHeld;
+      hold.hidden = ended || kind !== "session" || queueHeld;
+      release.hidden = ended || kind !== "session" || !queueHeld;
       clear(details);
       for (const field of ["kind", "status", "cursor", "mailbox", "head", "restarts", "owner"]) {
         if (view[field] !== undefined && view[field] !== null) details.append(h("div", {}, h("span", { className: "quiet" }, field), " ", String(view[field])));
