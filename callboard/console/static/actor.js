@@ -139,13 +139,15 @@ export function actorView(main, { gw }, address) {
   let inspecting = null;
   let polling = null;
   let closed = false; // an answer that comes after the page left sets no timer
+  let paused = false;
   async function inspect() {
     try {
       const view = await gw.request("inspect", { actor: address });
       // A paused actor emits nothing while messages reach its held mailbox: asked again, it shows them.
       clearTimeout(polling);
       if (closed) return;
-      if (view.status === "paused") polling = setTimeout(inspect, 2000);
+      paused = view.status === "paused";
+      if (paused) polling = setTimeout(inspect, 2000);
       status.textContent = view.status;
       status.className = `status ${view.status}`;
       const ended = !LIVE_STATUSES.has(view.status);
@@ -166,6 +168,8 @@ export function actorView(main, { gw }, address) {
       stateBox.textContent = pretty(view.state);
     } catch (error) {
       say(unsupported(error) ? h("p", {}, error.message) : failure(error));
+      clearTimeout(polling);
+      if (paused && !closed) polling = setTimeout(inspect, 2000); // asked again after a dropped connection
     }
   }
   const soon = () => {
