@@ -193,3 +193,24 @@ async def test_a_second_process_under_a_node_name_takes_it_over_and_the_first_ta
                 (row,) = rows(pg_url, "SELECT node, COUNT(*) FROM callboard_nodes GROUP BY node")
     assert row == ("n", 1)
     assert "node 'n' was live under another life" in caplog.text
+
+
+async def test_a_node_gone_for_ten_lease_periods_is_forgotten_and_one_just_lapsed_is_listed(
+    pg_url, tmp_path
+):
+    with trio.fail_after(20):
+        async with open_postgres_store(pg_url, tmp_path / "a", node="a"):
+            pass  # makes the schema, and leaves
+        with psycopg.connect(pg_url) as conn:
+            # Two nodes that were killed: one an hour ago, one a second ago.
+            for name, ago in (("killed", "1 hour"), ("lapsed", "1 second")):
+                conn.execute(
+                    "INSERT INTO callboard_nodes (node, life, started_at, heartbeat, expires) "
+                    "VALUES (%(n)s, 1, clock_timestamp() - %(ago)s::interval, "
+                    "clock_timestamp() - %(ago)s::interval, clock_timestamp() - %(ago)s::interval)",
+                    {"n": name, "ago": ago},
+                )
+        # A node starting (as each heartbeat) forgets those gone ten lease_ttl (10 s) ago.
+        async with open_postgres_store(pg_url, tmp_path / "b", node="b") as b:
+            listed = [(n.node, n.live) for n in await b.nodes()]
+    assert listed == [("b", True), ("lapsed", False)]

@@ -142,6 +142,16 @@ class PgCluster(OpQueue):
                 "node %r was live under another life: it is fenced from now on (two "
                 "processes must not share a node name)", self.node,
             )  # fmt: skip
+        self._forget_gone(conn)
+
+    def _forget_gone(self, conn: psycopg.Connection[Any]) -> None:
+        """Tidy the list of nodes: those killed for good long ago go from it."""
+        try:
+            lease.forget_gone(conn, self._lease_ttl)
+        except psycopg.Error as exc:
+            # Only tidying: the next heartbeat tries again (and reconnects if need be).
+            log.debug("could not forget the nodes gone long ago: %s",
+                      scrub(str(exc), self._url.secret))  # fmt: skip
 
     def _rejoin(self) -> bool:
         try:
@@ -166,7 +176,7 @@ class PgCluster(OpQueue):
     def _renew(self) -> bool:
         try:
             conn = self._control_connection()
-            return lease.renew(conn, self.node, self._lease_life, self._lease_ttl)
+            live = lease.renew(conn, self.node, self._lease_life, self._lease_ttl)
         except psycopg.Error as exc:
             if self._control is not None:
                 self._control.close()
@@ -174,6 +184,9 @@ class PgCluster(OpQueue):
                 f"cannot renew the lease of node {self.node!r}: "
                 f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
             ) from None
+        if live:
+            self._forget_gone(conn)
+        return live
 
     def _leave(self) -> None:
         """On a worker thread, at a clean close: give everything up at once."""

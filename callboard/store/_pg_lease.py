@@ -30,6 +30,7 @@ import psycopg
 
 __all__ = [
     "claim",
+    "forget_gone",
     "leave",
     "list_nodes",
     "register",
@@ -64,6 +65,17 @@ _REJOIN = (
 _RENEW = (
     f"UPDATE callboard_nodes SET heartbeat = clock_timestamp(), expires = {_EXPIRES} "
     "WHERE node = %(node)s AND life = %(life)s AND expires > clock_timestamp() RETURNING 1"
+)
+
+GONE_AFTER_TTLS = 10
+"""A node whose lease expired this many of the renewing node's ``lease_ttl``
+ago is forgotten: ``nodes`` stops listing it. It had lost every actor long
+before; if it comes back it starts a new life like any node whose lease
+lapsed (its renewal finds no row of its life)."""
+
+_FORGET_GONE = (
+    "DELETE FROM callboard_nodes WHERE expires < clock_timestamp() - "
+    f"make_interval(secs => %(ttl)s * {GONE_AFTER_TTLS})"
 )
 
 _LIVE_OWNER = (
@@ -138,6 +150,13 @@ def renew(conn: psycopg.Connection[Any], node: str, life: int, ttl: float) -> bo
     with conn.transaction():
         row = conn.execute(_RENEW, {"node": node, "life": life, "ttl": ttl}).fetchone()
     return row is not None
+
+
+def forget_gone(conn: psycopg.Connection[Any], ttl: float) -> int:
+    """Delete the rows of nodes whose lease expired `GONE_AFTER_TTLS` times
+    ``ttl`` ago (a node killed for good); how many."""
+    with conn.transaction():
+        return conn.execute(_FORGET_GONE, {"ttl": ttl}).rowcount
 
 
 def leave(conn: psycopg.Connection[Any], node: str, life: int) -> None:
