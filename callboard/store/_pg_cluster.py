@@ -80,6 +80,9 @@ class PgCluster(OpQueue):
     def _init_cluster(self) -> None:
         self._lease_life = secrets.randbits(62)
         self._epochs: dict[str, int] = {}
+        # Actors this store owned and lost (a fence, a lapsed lease): a write for
+        # one is refused until a claim takes it again (``_pg_fenced``).
+        self._dropped: set[str] = set()
         self._claiming: dict[str, trio.Event] = {}
         self._notes: set[tuple[str, str]] = set()
         # The fences a batch read before its ops ran (``_pg_writer``): address ->
@@ -123,6 +126,7 @@ class PgCluster(OpQueue):
             if epoch is None or life != self._lease_life:
                 return False
             self._epochs[address] = max(self._epochs.get(address, 0), epoch)
+            self._dropped.discard(address)
             return True
         finally:
             del self._claiming[address]
@@ -202,6 +206,7 @@ class PgCluster(OpQueue):
     def _drop_all(self, why: str) -> None:
         """Stop believing this node owns anything, and stop its actors."""
         lost = list(self._epochs)
+        self._dropped.update(lost)
         self._epochs.clear()
         if lost:
             log.error("node %r %s: its %d actors stop here", self.node, why, len(lost))
