@@ -20,8 +20,9 @@ from callboard.tools import LocalExecutor, shell_run
 
 class Ledger(Actor):
     """Virtual. ``add`` (``{"sender": S, "n": N}``) appends ``[node, S, N]`` to
-    its log and emits ``handled`` with the same; ``hold`` does the same after
-    ``LEDGER_HOLD_SECONDS`` (if that is set), announcing ``holding`` first."""
+    its log and emits ``handled`` with the same; ``hold`` does the same once
+    the file ``LEDGER_HOLD_UNTIL`` names exists (if that is set), announcing
+    ``holding`` first: a test decides when the handler ends, not a clock."""
 
     kind = "ledger"
     virtual = True
@@ -29,9 +30,13 @@ class Ledger(Actor):
     async def handle(self, ctx: Context, message: Message) -> None:
         body: Any = message.body or {}
         node = os.environ.get("LEDGER_NODE", "?")
-        if message.type == "hold" and os.environ.get("LEDGER_HOLD_SECONDS"):
+        until = os.environ.get("LEDGER_HOLD_UNTIL")
+        if message.type == "hold" and until:
             ctx.emit("holding", {"node": node}, ephemeral=True)
-            await trio.sleep(float(os.environ["LEDGER_HOLD_SECONDS"]))
+            # The file is the test's signal; there is no event to wait on
+            # across processes, and how long it takes does not matter.
+            while not await trio.Path(until).exists():  # noqa: ASYNC110
+                await trio.sleep(0.02)
         entry = [node, body.get("sender"), body.get("n")]
         self.state["handled"] = self.state.get("handled", 0) + 1
         ctx.append("handled", entry)
