@@ -79,6 +79,7 @@ async def test_the_jobs_of_a_node_that_never_returns_are_reported_to_their_owner
             go.touch()  # the job that still runs on this machine ends now
             told = {owner: await first_event(via_b, owner, "finished") for owner in commands}
             views = {owner: (await via_b.ok("inspect", actor=job)) for owner, job in jobs.items()}
+            nodes = (await via_b.ok("nodes"))["nodes"]
             log = finished_log(pg_url)
             final_owners = owners(pg_url)
             b.process.send_signal(signal.SIGTERM)
@@ -95,3 +96,6 @@ async def test_the_jobs_of_a_node_that_never_returns_are_reported_to_their_owner
         "starter/lost": "lost",
     }
     assert {owner: final_owners[owner] for owner in commands} == dict.fromkeys(commands, "b")
+    # b is counted for the two owners only: the jobs have ended, and an ended
+    # actor is nobody's. a is still listed (its heartbeat tells when it died), with nothing.
+    assert [(n["node"], n["actors"]) for n in nodes] == [("a", 0), ("b", 2)]

@@ -115,7 +115,10 @@ _TO_WAKE = (
 _NODES = (
     "SELECT n.node, to_char(n.heartbeat AT TIME ZONE 'UTC', "
     '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\'), n.expires > clock_timestamp(), '
-    "(SELECT COUNT(*) FROM callboard_ownership o WHERE o.node = n.node AND o.life = n.life) "
+    # An ended actor keeps its ownership row until its node leaves, but is
+    # nobody's (as list and inspect say): only live ones are counted.
+    "(SELECT COUNT(*) FROM callboard_ownership o JOIN actors a ON a.address = o.address "
+    "WHERE o.node = n.node AND o.life = n.life AND a.final = 0) "
     "FROM callboard_nodes n ORDER BY n.node"
 )
 
