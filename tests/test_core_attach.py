@@ -65,11 +65,13 @@ async def test_a_replaced_state_is_committed_announced_and_handled_on_from(store
     assert head == 5  # started, counted, replaced, counted, replaced
 
 
-async def test_a_state_edit_waits_for_the_batch_being_handled_and_is_not_overwritten(tmp_path):
+async def test_a_state_edit_waits_for_the_batch_being_handled_and_is_not_overwritten(
+    tmp_path, store_url
+):
     Gated.begun, Gated.gate = trio.Event(), trio.Event()
     replaced: list[int] = []
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             ack = await rt.send("gated/g", "hold")
             await Gated.begun.wait()  # the handler waits at the gate
             async with trio.open_nursery() as nursery:
@@ -208,9 +210,9 @@ async def test_the_pause_survives_a_restart_and_its_mailbox_waits_for_the_resume
     assert resumed == {"total": 4, "seen": ["m0", "m1", "m2", "m3"]}
 
 
-async def test_a_crash_while_stepping_keeps_the_actor_paused(tmp_path):
+async def test_a_crash_while_stepping_keeps_the_actor_paused(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.wait_handled("brittle/b", (await rt.send("brittle/b", "ok", "w")).seq)
             await rt.pause("brittle/b")
             await rt.send("brittle/b", "boom", "x")
@@ -239,9 +241,9 @@ async def test_a_crash_while_stepping_keeps_the_actor_paused(tmp_path):
     assert [(d.seq, d.type) for d in letters] == [(2, "boom")]
 
 
-async def test_a_paused_actor_stops_and_a_stopped_one_cannot_be_paused(tmp_path):
+async def test_a_paused_actor_stops_and_a_stopped_one_cannot_be_paused(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=KINDS, store=store_url) as rt:
             await rt.send("counter/s", "add", {"n": 1, "id": "m0"})
             await rt.pause("counter/s")
             await rt.send("counter/s", "add", {"n": 1, "id": "m1"})
@@ -252,10 +254,12 @@ async def test_a_paused_actor_stops_and_a_stopped_one_cannot_be_paused(tmp_path)
     assert str(refused.value) == "counter/s has ended (stopped); there is nothing to pause"
 
 
-async def test_a_paused_actor_rests_and_messages_do_not_wake_it(tmp_path):
+async def test_a_paused_actor_rests_and_messages_do_not_wake_it(tmp_path, store_url):
     config = callboard.RuntimeConfig(rest_after=0.01, passivate_after=3600.0)
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
             await rt.wait_handled("counter/r", (await rt.send("counter/r", "add", {"id": "m"})).seq)
             await rt.pause("counter/r")
             while rt.statistics().resting != 1:  # noqa: ASYNC110 (resting announces nothing)

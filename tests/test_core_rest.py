@@ -49,9 +49,11 @@ async def _types_until(events: callboard.Subscription, last: str) -> list[str]:
     raise AssertionError(f"the stream ended before {last!r}: {types}")
 
 
-async def test_an_idle_actor_rests_and_its_next_message_goes_on_from_memory(tmp_path):
+async def test_an_idle_actor_rests_and_its_next_message_goes_on_from_memory(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=RESTFUL, store=store_url
+        ) as rt:
             async with rt.subscribe("counter/r", after=0) as events:
                 await rt.send("counter/r", "add", {"n": 5, "id": "m1"})
                 first = await _types_until(events, "counted")
@@ -69,10 +71,12 @@ async def test_an_idle_actor_rests_and_its_next_message_goes_on_from_memory(tmp_
     assert view.state["total"] == 6 and view.state["seen"] == ["m1", "m2"]
 
 
-async def test_a_resting_actor_passivates_when_its_time_comes(tmp_path):
+async def test_a_resting_actor_passivates_when_its_time_comes(tmp_path, store_url):
     config = callboard.RuntimeConfig(rest_after=0.01, passivate_after=0.2)
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=config) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
             async with rt.subscribe("counter/p", after=0) as events:
                 await rt.send("counter/p", "add", {"n": 2, "id": "m1"})
                 types = await _types_until(events, "actor.passivated")
@@ -85,9 +89,11 @@ async def test_a_resting_actor_passivates_when_its_time_comes(tmp_path):
     assert view.state["total"] == 5
 
 
-async def test_a_resting_actor_is_stopped_with_its_on_stop(tmp_path):
+async def test_a_resting_actor_is_stopped_with_its_on_stop(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=RESTFUL, store=store_url
+        ) as rt:
             async with rt.subscribe("tidy/t", after=0) as events:
                 await rt.send("tidy/t", "add")
                 await rt.wait_handled("tidy/t", 1)
@@ -98,9 +104,11 @@ async def test_a_resting_actor_is_stopped_with_its_on_stop(tmp_path):
     assert types == ["actor.started", "tidied", "actor.stopped"]
 
 
-async def test_a_crash_after_resting_restarts_from_the_last_commit(tmp_path):
+async def test_a_crash_after_resting_restarts_from_the_last_commit(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=RESTFUL, store=store_url
+        ) as rt:
             async with rt.subscribe("brittle/b", after=0) as events:
                 await rt.send("brittle/b", "ok", {"n": 1})
                 first = await _types_until(events, "handled")
@@ -119,15 +127,19 @@ async def test_a_crash_after_resting_restarts_from_the_last_commit(tmp_path):
     assert [(d.seq, d.type, d.attempts) for d in dead] == [(2, "boom", 3)]
 
 
-async def test_closing_with_resting_actors_keeps_everything_they_committed(tmp_path):
+async def test_closing_with_resting_actors_keeps_everything_they_committed(tmp_path, store_url):
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=RESTFUL, store=store_url
+        ) as rt:
             for n in range(5):
                 await rt.send(f"counter/c{n}", "add", {"n": n, "id": f"m{n}"})
             for n in range(5):
                 await rt.wait_handled(f"counter/c{n}", 1)
             await _until(lambda: rt.statistics().resting == 5)
-        async with callboard.open_runtime(tmp_path, kinds=KINDS, config=RESTFUL) as rt:
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=RESTFUL, store=store_url
+        ) as rt:
             totals = [(await rt.inspect(f"counter/c{n}")).state["total"] for n in range(5)]
             await rt.send("counter/c0", "add", {"n": 10, "id": "again"})
             await rt.wait_handled("counter/c0", 2)

@@ -10,10 +10,12 @@ from core_kinds import Counter
 import callboard
 
 
-async def test_a_tap_hears_each_committed_event_once_and_never_a_replay_or_a_restart(tmp_path):
+async def test_a_tap_hears_each_committed_event_once_and_never_a_replay_or_a_restart(
+    tmp_path, store_url
+):
     heard: list[tuple[str, int | None, dict]] = []
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             rt.tap(["counted"], lambda e: heard.append((e.actor, e.seq, e.data)))
             for i in range(3):  # no one subscribes: the events are built for the tap
                 ack = await rt.send("counter/a", "add", {"id": f"m{i}"})
@@ -23,7 +25,7 @@ async def test_a_tap_hears_each_committed_event_once_and_never_a_replay_or_a_res
                     if event.type == "counted" and event.data["id"] == "m2":
                         break
         first_life = list(heard)
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             rt.tap(["counted"], lambda e: heard.append((e.actor, e.seq, e.data)))
             ack = await rt.send("counter/a", "add", {"id": "m3"})
             await rt.wait_handled("counter/a", ack.seq)
@@ -33,12 +35,12 @@ async def test_a_tap_hears_each_committed_event_once_and_never_a_replay_or_a_res
     assert all(actor == "counter/a" and seq is not None for actor, seq, _ in heard)
 
 
-async def test_a_tap_that_raises_is_logged_and_the_commit_stands(tmp_path, caplog):
+async def test_a_tap_that_raises_is_logged_and_the_commit_stands(tmp_path, store_url, caplog):
     def broken(event: callboard.Event) -> None:
         raise RuntimeError("the tap has a bug")
 
     with trio.fail_after(20):
-        async with callboard.open_runtime(tmp_path, kinds=[Counter]) as rt:
+        async with callboard.open_runtime(tmp_path, kinds=[Counter], store=store_url) as rt:
             rt.tap(["counted"], broken)
             ack = await rt.send("counter/a", "add", {"id": "m0"})
             await rt.wait_handled("counter/a", ack.seq)

@@ -23,10 +23,10 @@ ACTORS = [f"ledger/{i}" for i in range(6)]
 KIND = "pg_node_kinds:Ledger"
 
 
-def node(data: Path, url: str, name: str, **env: str):
+def node(data: Path, url: str, name: str, *extra: str, **env: str):
     """`callboard serve` as node ``name`` of the database at ``url``."""
     return serving(
-        data, "--node", name, "--lease-ttl", LEASE_TTL, kind=KIND,
+        data, "--node", name, "--lease-ttl", LEASE_TTL, *extra, kind=KIND,
         env=serve_env(CALLBOARD_STORE=url, LEDGER_NODE=name, **env),
     )  # fmt: skip
 

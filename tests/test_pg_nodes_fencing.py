@@ -22,9 +22,10 @@ async def wait_event(client: Any, sub: str, wanted: dict[str, Any]) -> dict[str,
 
 async def test_a_node_paused_past_its_lease_commits_nothing_for_the_actor_it_lost(pg_url, tmp_path):
     actor = "ledger/x"
+    done = tmp_path / "done"  # a's handler of "hold" ends once this exists
     with trio.fail_after(90):
         async with (
-            node(tmp_path / "a", pg_url, "a", LEDGER_HOLD_SECONDS="3") as a,
+            node(tmp_path / "a", pg_url, "a", LEDGER_HOLD_UNTIL=str(done)) as a,
             node(tmp_path / "b", pg_url, "b") as b,
             connect_to(a) as via_a,
             connect_to(b) as via_b,
@@ -50,6 +51,7 @@ async def test_a_node_paused_past_its_lease_commits_nothing_for_the_actor_it_los
                 await wait_event(via_b, on_b, {"type": "handled", "data": ["b", "t", 3]})
                 assert owners(pg_url)[actor] == "b"
             finally:
+                done.touch()  # a's handler ends as soon as a runs again
                 a.process.send_signal(signal.SIGCONT)
             # a wakes with its handler done: its commit meets the fence (or its
             # watchdog stops the actor first); either way a says it stopped.

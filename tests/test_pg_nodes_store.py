@@ -193,3 +193,57 @@ async def test_a_second_process_under_a_node_name_takes_it_over_and_the_first_ta
                 (row,) = rows(pg_url, "SELECT node, COUNT(*) FROM callboard_nodes GROUP BY node")
     assert row == ("n", 1)
     assert "node 'n' was live under another life" in caplog.text
+
+
+async def test_a_node_gone_for_ten_lease_periods_is_forgotten_and_one_just_lapsed_is_listed(
+    pg_url, tmp_path
+):
+    with trio.fail_after(20):
+        async with open_postgres_store(pg_url, tmp_path / "a", node="a"):
+            pass  # makes the schema, and leaves
+        with psycopg.connect(pg_url) as conn:
+            # Two nodes that were killed: one an hour ago, one a second ago.
+            for name, ago in (("killed", "1 hour"), ("lapsed", "1 second")):
+                conn.execute(
+                    "INSERT INTO callboard_nodes (node, life, started_at, heartbeat, expires) "
+                    "VALUES (%(n)s, 1, clock_timestamp() - %(ago)s::interval, "
+                    "clock_timestamp() - %(ago)s::interval, clock_timestamp() - %(ago)s::interval)",
+                    {"n": name, "ago": ago},
+                )
+        # A node starting (as each heartbeat) forgets those gone ten lease_ttl (10 s) ago.
+        async with open_postgres_store(pg_url, tmp_path / "b", node="b") as b:
+            listed = [(n.node, n.live) for n in await b.nodes()]
+    assert listed == [("b", True), ("lapsed", False)]
+
+
+async def test_a_node_that_lost_an_actor_writes_nothing_for_it_until_it_claims_it_again(
+    pg_url, tmp_path
+):
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url, tmp_path / "a", node="a") as a:
+            await a.enqueue([msg("k/x"), msg("k/x")])
+            assert await a.claim("k/x")
+            # a's lease lapses (a is not told); b takes the actor, commits, and leaves:
+            # the actor has no owner at all now.
+            lapse(pg_url, "a")
+            async with open_postgres_store(pg_url, tmp_path / "b", node="b") as b:
+                assert await b.claim("k/x")
+                await b.commit(Commit("k/x", cursor=1, events=(event(),), state=b'{"b":1}'))
+            # a's lease is live again (as after its heartbeat started a new life).
+            with psycopg.connect(pg_url) as conn:
+                conn.execute(
+                    "UPDATE callboard_nodes SET expires = clock_timestamp() + interval '1 hour' "
+                    "WHERE node = 'a'"
+                )
+            # a's writes from what it knew are refused: the first by the fence,
+            # the next because a no longer owns it, rather than by taking it back.
+            with pytest.raises(LeaseLost):
+                await a.commit(Commit("k/x", cursor=2, events=(event(),), state=b'{"a":1}'))
+            with pytest.raises(LeaseLost):
+                await a.commit(Commit("k/x", cursor=2, events=(event(),), state=b'{"a":2}'))
+            with pytest.raises(LeaseLost):
+                await a.mark_attempts("k/x", 2, 2)
+            table = rows(pg_url, "SELECT cursor, state, event_head FROM actors")
+            attempts = rows(pg_url, "SELECT seq, attempts FROM mailbox ORDER BY seq")
+    assert table == [(1, b'{"b":1}', 1)]
+    assert attempts == [(2, 0)]

@@ -43,7 +43,16 @@ async def control(cells: Directory, address: str, request: Control) -> Any:
     cells.check_open()
     cell = cells.cells.get(address)
     if cell is None:
-        cell = cells.activate(address)
+        if not cells.store.owns(address) and not await cells.store.claim(address):
+            # Several nodes on one store: a cell here would run the actor beside
+            # its owner's (its on_start, its activities) until its first write
+            # met the fence, and the request would be answered by nobody.
+            how = "edit its state" if request.what == "replace_state" else f"{request.what} it"
+            raise BadRequest(
+                f"{address!r} is active on another node; {how} through that node "
+                "(callboard nodes lists them); nothing was changed"
+            )
+        cell = cells.cells.get(address) or cells.activate(address)
     return await cell.control(request)
 
 

@@ -80,6 +80,9 @@ class PgCluster(OpQueue):
     def _init_cluster(self) -> None:
         self._lease_life = secrets.randbits(62)
         self._epochs: dict[str, int] = {}
+        # Actors this store owned and lost (a fence, a lapsed lease): a write for
+        # one is refused until a claim takes it again (``_pg_fenced``).
+        self._dropped: set[str] = set()
         self._claiming: dict[str, trio.Event] = {}
         self._notes: set[tuple[str, str]] = set()
         # The fences a batch read before its ops ran (``_pg_writer``): address ->
@@ -123,6 +126,7 @@ class PgCluster(OpQueue):
             if epoch is None or life != self._lease_life:
                 return False
             self._epochs[address] = max(self._epochs.get(address, 0), epoch)
+            self._dropped.discard(address)
             return True
         finally:
             del self._claiming[address]
@@ -142,6 +146,16 @@ class PgCluster(OpQueue):
                 "node %r was live under another life: it is fenced from now on (two "
                 "processes must not share a node name)", self.node,
             )  # fmt: skip
+        self._forget_gone(conn)
+
+    def _forget_gone(self, conn: psycopg.Connection[Any]) -> None:
+        """Tidy the list of nodes: those killed for good long ago go from it."""
+        try:
+            lease.forget_gone(conn, self._lease_ttl)
+        except psycopg.Error as exc:
+            # Only tidying: the next heartbeat tries again (and reconnects if need be).
+            log.debug("could not forget the nodes gone long ago: %s",
+                      scrub(str(exc), self._url.secret))  # fmt: skip
 
     def _rejoin(self) -> bool:
         try:
@@ -166,7 +180,7 @@ class PgCluster(OpQueue):
     def _renew(self) -> bool:
         try:
             conn = self._control_connection()
-            return lease.renew(conn, self.node, self._lease_life, self._lease_ttl)
+            live = lease.renew(conn, self.node, self._lease_life, self._lease_ttl)
         except psycopg.Error as exc:
             if self._control is not None:
                 self._control.close()
@@ -174,6 +188,9 @@ class PgCluster(OpQueue):
                 f"cannot renew the lease of node {self.node!r}: "
                 f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
             ) from None
+        if live:
+            self._forget_gone(conn)
+        return live
 
     def _leave(self) -> None:
         """On a worker thread, at a clean close: give everything up at once."""
@@ -189,6 +206,7 @@ class PgCluster(OpQueue):
     def _drop_all(self, why: str) -> None:
         """Stop believing this node owns anything, and stop its actors."""
         lost = list(self._epochs)
+        self._dropped.update(lost)
         self._epochs.clear()
         if lost:
             log.error("node %r %s: its %d actors stop here", self.node, why, len(lost))

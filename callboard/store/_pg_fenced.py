@@ -9,7 +9,10 @@ has the lease they rely on, ``_pg_writer`` the batch that runs them):
   transaction) still has that life and epoch: otherwise it writes nothing
   and raises `LeaseLost`, and only it: the other writes of its batch go on.
   A first write of an actor this node never claimed (a store driven directly,
-  as its own tests do) claims it in the same transaction instead.
+  as its own tests do) claims it in the same transaction instead; a write of
+  one it owned and lost is refused (`LeaseLost`) until a `claim` takes it
+  again: it comes from a cell that knew the actor as it was before another
+  node's commits, and must not take the actor back by writing.
 - Every write names the actors whose rows it locks (`Touching`), so that the
   writer locks them all first, in address order.
 - `_note` remembers the mailboxes a batch stored messages in: their owners
@@ -72,6 +75,7 @@ class PgFencedWrites(OpQueue):
     _state: WriterState
     _lease_life: int
     _epochs: dict[str, int]
+    _dropped: set[str]
     _fences: dict[str, tuple[int, int]]
     _notes: set[tuple[str, str]]
 
@@ -108,8 +112,11 @@ class PgFencedWrites(OpQueue):
         epoch = self._epochs.get(address)
         node, life = self.node, self._lease_life
         fences = self._fences
+        lost = epoch is None and address in self._dropped
 
         def op(conn: Any, now: float) -> Any:
+            if lost:
+                return _FENCED
             if epoch is None:
                 taken = lease.claim(conn.conn, address, node, life)
                 return _FENCED if taken is None else _Claimed(taken, write(conn, now))
@@ -128,6 +135,7 @@ class PgFencedWrites(OpQueue):
         if result is _FENCED:
             if epoch is not None and self._epochs.get(address) == epoch:
                 del self._epochs[address]
+                self._dropped.add(address)
             raise self._lost(address)
         if isinstance(result, _Claimed):
             # Epochs only grow: a later claim in the same batch wins.

@@ -30,6 +30,7 @@ import psycopg
 
 __all__ = [
     "claim",
+    "forget_gone",
     "leave",
     "list_nodes",
     "register",
@@ -64,6 +65,17 @@ _REJOIN = (
 _RENEW = (
     f"UPDATE callboard_nodes SET heartbeat = clock_timestamp(), expires = {_EXPIRES} "
     "WHERE node = %(node)s AND life = %(life)s AND expires > clock_timestamp() RETURNING 1"
+)
+
+GONE_AFTER_TTLS = 10
+"""A node whose lease expired this many of the renewing node's ``lease_ttl``
+ago is forgotten: ``nodes`` stops listing it. It had lost every actor long
+before; if it comes back it starts a new life like any node whose lease
+lapsed (its renewal finds no row of its life)."""
+
+_FORGET_GONE = (
+    "DELETE FROM callboard_nodes WHERE expires < clock_timestamp() - "
+    f"make_interval(secs => %(ttl)s * {GONE_AFTER_TTLS})"
 )
 
 _LIVE_OWNER = (
@@ -103,7 +115,10 @@ _TO_WAKE = (
 _NODES = (
     "SELECT n.node, to_char(n.heartbeat AT TIME ZONE 'UTC', "
     '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\'), n.expires > clock_timestamp(), '
-    "(SELECT COUNT(*) FROM callboard_ownership o WHERE o.node = n.node AND o.life = n.life) "
+    # An ended actor keeps its ownership row until its node leaves, but is
+    # nobody's (as list and inspect say): only live ones are counted.
+    "(SELECT COUNT(*) FROM callboard_ownership o JOIN actors a ON a.address = o.address "
+    "WHERE o.node = n.node AND o.life = n.life AND a.final = 0) "
     "FROM callboard_nodes n ORDER BY n.node"
 )
 
@@ -138,6 +153,13 @@ def renew(conn: psycopg.Connection[Any], node: str, life: int, ttl: float) -> bo
     with conn.transaction():
         row = conn.execute(_RENEW, {"node": node, "life": life, "ttl": ttl}).fetchone()
     return row is not None
+
+
+def forget_gone(conn: psycopg.Connection[Any], ttl: float) -> int:
+    """Delete the rows of nodes whose lease expired `GONE_AFTER_TTLS` times
+    ``ttl`` ago (a node killed for good); how many."""
+    with conn.transaction():
+        return conn.execute(_FORGET_GONE, {"ttl": ttl}).rowcount
 
 
 def leave(conn: psycopg.Connection[Any], node: str, life: int) -> None:
