@@ -203,7 +203,7 @@ SCENARIOS = [
         "durable-64-senders-64-actors-postgresql-2-nodes",
         durable_two_nodes,
         baseline="durable-64-senders-64-actors-postgresql",
-        quick_repeats=2,
+        quick_repeats=1,  # two processes to start, a runtime each: ~15 s
         note="the same on two nodes (processes) sharing the database; half the sends routed",
         summary=_summary,
     ),
