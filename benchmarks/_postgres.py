@@ -9,7 +9,10 @@ throwaway server each run starts (in a temporary directory) and stops (``initdb`
 user, which ``initdb`` insists on). The bare baseline writes the store's own
 ``mailbox`` rows, with ``synchronous_commit=on``, one transaction for every
 row queued, from one writer thread: what the store's writer does, with no
-runtime, no handling and no commit of an actor.
+runtime, no handling and no commit of an actor. A second baseline,
+``bare-psycopg-commit-per-row``, writes the same rows one COMMIT each (the
+analogue of ``sqlite-commit-per-row``): what a runtime that committed every
+message on its own would be held to, one round trip and one WAL flush a row.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +31,7 @@ from typing import Any
 
 import trio
 
-from . import Result, Scenario, Settings, _baseline, _core
+from . import CpuClock, Result, Scenario, Settings, _baseline, _core, cpu_per_op, percentile
 
 __all__ = ["SCENARIOS"]
 
@@ -133,6 +137,53 @@ def bare_psycopg_group_commit(settings: Settings, workdir: Path) -> Result:
             conn.close()
 
 
+def bare_psycopg_commit_per_row(settings: Settings, workdir: Path) -> Result:
+    from callboard.store._pg_connect import connect
+    from callboard.store._pg_schema import prepare
+
+    rows = 1_000 if settings.quick else 6_000  # as many as sqlite-commit-per-row
+    insert = _baseline._MAILBOX_INSERT.replace("?", "%s")
+    seqs = [0] * _baseline._SENDERS
+    counter = 0
+
+    def one_commit(conn: Any) -> float:
+        nonlocal counter
+        slot = counter % _baseline._SENDERS
+        counter += 1
+        seqs[slot] += 1
+        address, body, life = f"counter/a{slot}", _baseline._BODY, _baseline._LIFE
+        row = (address, seqs[slot], "add", body, None, None, time.time(), life)
+        started = time.perf_counter()
+        conn.execute(insert, row)
+        conn.commit()
+        return time.perf_counter() - started
+
+    with _database(workdir) as url:
+        conn = connect(url, autocommit=False)  # synchronous_commit=on, as the store's
+        try:
+            prepare(conn, url)
+            for _ in range(_baseline._WARMUP_COMMITS):
+                one_commit(conn)
+            clock = CpuClock()
+            latencies = [one_commit(conn) for _ in range(rows)]
+            timing = clock.stop()
+        finally:
+            conn.close()
+    return Result(
+        ops_per_s=rows / timing["seconds"],
+        p50_ms=percentile(latencies, 50) * 1e3,
+        p99_ms=percentile(latencies, 99) * 1e3,
+        unit="rows",
+        details={
+            "rows": rows,
+            "rows_per_commit": 1,
+            "commits_per_s": round(rows / timing["seconds"], 1),
+            **timing,
+            **cpu_per_op(timing, rows),
+        },
+    )
+
+
 def durable_many_postgresql(settings: Settings, workdir: Path) -> Result:
     messages = 12_000 if settings.quick else 100_000
     with _database(workdir) as url:
@@ -143,8 +194,16 @@ def durable_many_postgresql(settings: Settings, workdir: Path) -> Result:
 
 SCENARIOS = [
     Scenario(
+        "bare-psycopg-commit-per-row",
+        bare_psycopg_commit_per_row,
+        quick_repeats=3,
+        note="1 row/COMMIT (synchronous_commit=on): one round trip and WAL flush a row",
+        summary=_baseline._summary,
+    ),
+    Scenario(
         "bare-psycopg-group-commit",
         bare_psycopg_group_commit,
+        baseline="bare-psycopg-commit-per-row",
         quick_repeats=3,
         note="64 senders, one psycopg writer thread, one COMMIT per batch",
         summary=_baseline._group_summary,

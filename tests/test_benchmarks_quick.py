@@ -76,3 +76,16 @@ def test_the_baseline_table_has_the_store_mailbox_columns() -> None:
         return [tuple(row) for row in conn.execute("PRAGMA table_info(mailbox)")]
 
     assert columns(_baseline._MAILBOX_SCHEMA) == columns(SCHEMA)
+
+
+def test_only_postgresql_runs_every_baseline_its_ratios_are_taken_against() -> None:
+    from benchmarks.__main__ import _select
+
+    # Two nodes against one, one against the batched psycopg baseline, that
+    # against one row per COMMIT: a baseline's baseline comes along too.
+    assert [s.name for s in _select(["postgresql"])] == [
+        "bare-psycopg-commit-per-row",
+        "bare-psycopg-group-commit",
+        "durable-64-senders-64-actors-postgresql",
+        "durable-64-senders-64-actors-postgresql-2-nodes",
+    ]
