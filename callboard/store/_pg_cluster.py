@@ -311,9 +311,12 @@ class PgCluster(OpQueue):
                     # Whatever was sent while it did not listen is lost: look now.
                     trio.from_thread.run_sync(self._poll_now.set, trio_token=token)
                 for note in conn.notifies(timeout=_LISTEN_WAIT):
-                    trio.from_thread.run_sync(
-                        self._heard, note.channel, note.payload, trio_token=token
-                    )
+                    # A node hears its own notifications too (every one, on a single
+                    # node): dropped here, they cost no hand-off to trio.
+                    if note.payload.partition("\n")[0] != self.node:
+                        trio.from_thread.run_sync(
+                            self._heard, note.channel, note.payload, trio_token=token
+                        )
                     if self._stop_listening.is_set():
                         break
             except trio.RunFinishedError:
