@@ -253,3 +253,35 @@ async def test_sigkill_right_after_the_answers_commit_charges_it_once_and_the_to
     }  # fmt: skip
     assert len(model.requests) == 2
     assert (workspace / "note.txt").read_text() == "once"
+
+
+async def test_the_summarising_call_of_a_compaction_is_charged_once_in_the_checkpoints_commit(
+    data, workspace
+):
+    def reported(prompt_tokens: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": 1}
+
+    script = [
+        text("one", usage=reported(50)),
+        text("two", usage=reported(90)),
+        text("the user said first; the agent answered one"),  # the summary: 7 in, 5 out
+        text("three", usage=reported(40)),
+    ]
+    with ScriptedModel(script) as model, trio.fail_after(30):
+        # The third turn's estimate passes the window: it compacts before asking.
+        the_spec = spec(model, workspace, context_window=100, keep_turns=1, max_tokens=1000)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", the_spec, name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                for count, prompt in enumerate(["first", "second", "third"], 1):
+                    await rt.send(ADDRESS, "prompt", prompt)
+                    await watch.until("turn.completed", count)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            view = await rt.inspect(ADDRESS)
+    assert watch.types().count("conversation.compacted") == 1
+    assert len(model.requests) == 4
+    assert usage(view.state) == {
+        "input_tokens": 50 + 90 + 7 + 40, "output_tokens": 1 + 1 + 5 + 1, "model_calls": 4,
+        "tool_calls": 0, "cost": 0.0,
+    }  # fmt: skip

@@ -5,8 +5,9 @@ snapshot (`BudgetState.limits`) on the first activation, so that a
 ``raise_budget`` message can change them for good. What the actor spent
 (`Usage`) is charged from the model's ``usage`` in the same commit as the
 model's answer (`Budget.charge`, called by ``drive_turn`` before that
-commit), and a tool call is counted in the commit that records it as
-started. A crash before either commit leaves nothing charged, and the step
+commit; a compaction's summarising call is charged the same way, in the
+commit of its checkpoint), and a tool call is counted in the commit that
+records it as started. A crash before either commit leaves nothing charged, and the step
 is taken again and charged once; after either, the commit is restored and
 never charged again. (A model answer cut off by a crash before its commit
 was billed by the provider but is not counted here: nothing recorded it.)

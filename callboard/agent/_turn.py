@@ -198,7 +198,7 @@ async def drive_turn(
                 # What joined the turn is recorded (and announced) before the model reads it.
                 await ctx.checkpoint()
             began = time.monotonic()
-            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size)
+            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size, budget)
             elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
@@ -305,14 +305,26 @@ async def _ask_compacting(
     chat: ConversationLog,
     client: ChatClient,
     prompt_size: PromptSize | None,
+    budget: Budget | None,
 ) -> AssistantReply:
-    """Ask the model, compacting the conversation first or after an overflow (``_compaction``)."""
+    """Ask the model, compacting the conversation first or after an overflow (``_compaction``).
+
+    The summarising call is charged to ``budget`` like any model answer, in the
+    commit of the checkpoint it makes (a crash before it charges nothing).
+    """
     if not settings.base_url or not settings.model:
         raise ModelError(NO_MODEL_HELP, retryable=False)
+    summarise = summariser(client, base_url=settings.base_url, model=settings.model)
+
+    async def charged(messages: list[dict[str, Any]]) -> AssistantReply:
+        reply = await summarise(messages)
+        if budget is not None:
+            budget.charge(ctx, reply.usage, settings.model)
+        return reply
+
     return await ask_compacting(
         ctx, turn, chat, PromptSize() if prompt_size is None else prompt_size,
-        settings.compaction,
-        summariser(client, base_url=settings.base_url, model=settings.model),
+        settings.compaction, charged,
         lambda: _ask_model(ctx, turn, settings, chat, client),
         system_prompt=settings.system_prompt, tools=tool_schemas(settings.tools),
     )  # fmt: skip
