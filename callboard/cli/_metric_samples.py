@@ -123,6 +123,11 @@ async def sample(rt: Runtime, gateway: Gateway, agent: AgentMetrics) -> list[Sam
         _one(c, "callboard_approvals_expired",
              "Approvals whose turn ended before they were answered", agent.approvals_expired),
         _by(c, "callboard_turns", "Turns ended, by outcome", ("outcome",), dict(agent.turns)),
+        _by(c, "callboard_budget_breaches", "Budget limits reached, by limit and policy",
+            ("limit", "policy"), dict(agent.budget_breaches)),
+        _one(c, "callboard_model_outage_waits",
+             "Turns parked to ask the model again later (one per failed ask)",
+             agent.outage_waits),
         _one(h, "callboard_turn_seconds", "From a turn's start to its end",
              agent.turn_seconds),
     ]  # fmt: skip
