@@ -203,6 +203,14 @@ def summary_rows(summary: dict[str, Any] | None) -> list[list[str]]:
     if isinstance(running, dict):
         rows.append(["running", f"{running.get('turn_id')} ({running.get('phase')}): "
                                 f"{_one_line(running.get('prompt'))}"])  # fmt: skip
+        outage = running.get("outage")
+        if isinstance(outage, dict):
+            retry_at = outage.get("retry_at")
+            when = format_at(retry_at) if isinstance(retry_at, int | float) else "now"
+            failed = outage.get("attempt")
+            rows.append(["outage", f"{failed} ask{'' if failed == 1 else 's'} failed, asks "
+                                   f"again {'at ' if when != 'now' else ''}{when}: "
+                                   f"{_one_line(outage.get('error'), 200)}"])  # fmt: skip
     return rows + _budget_rows(summary.get("budget"))
 
 
