@@ -145,6 +145,12 @@ class Printer:
         elif kind == "approval.expired":
             verdict = "approved" if data.get("approved") else "denied"
             self._line(f"[approval] {data.get('name') or data.get('call_id')} expired: {verdict}")
+        elif kind == "budget.exceeded":
+            self._line(f"[budget] {data.get('error')}{_held(event.actor, data)}")
+        elif kind == "budget.raised":
+            limits = data.get("limits") if isinstance(data.get("limits"), dict) else {}
+            given = ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)
+            self._line(f"[budget] limits now {given or 'none'}; the turn goes on")
         elif kind == "conversation.compacted":
             self._line(f"[{data.get('turns')} earlier turns summarised to fit the model's context]")
         elif self.everything and kind not in _QUIET:
@@ -230,6 +236,19 @@ def _budget_rows(budget: Any) -> list[list[str]]:
         rows.append(["breach", f"{breach.get('limit')} reached in {breach.get('turn_id')} "
                                f"({breach.get('policy')}): raise_budget to go on"])  # fmt: skip
     return rows
+
+
+def _held(actor: str, breach: dict[str, Any]) -> str:
+    """How a person lets a turn a budget holds go on (nothing for ``fail``: it ended)."""
+    limit = breach.get("limit")
+    if breach.get("policy") == "ask":
+        return f"; the turn waits: callboard approve {actor} budget (or deny ... --reason TEXT)"
+    if breach.get("policy") == "pause":
+        return (
+            f"; the turn waits (resume does not lift it): callboard send {actor} raise_budget "
+            f"'{{\"{limit}\": NEW}}'"
+        )
+    return ""
 
 
 def _one_line(text: Any, limit: int = 80) -> str:
