@@ -148,8 +148,12 @@ class Printer:
         elif kind == "budget.exceeded":
             self._line(f"[budget] {data.get('error')}{_held(event.actor, data)}")
         elif kind == "budget.raised":
-            limits = data.get("limits") if isinstance(data.get("limits"), dict) else {}
-            given = ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)
+            limits = data.get("limits")
+            given = ", ".join(
+                f"{k} {v:g}"
+                for k, v in (limits if isinstance(limits, dict) else {}).items()
+                if v is not None
+            )
             self._line(f"[budget] limits now {given or 'none'}; the turn goes on")
         elif kind == "conversation.compacted":
             self._line(f"[{data.get('turns')} earlier turns summarised to fit the model's context]")
