@@ -108,3 +108,45 @@ async def test_inspect_approvals_and_approve_see_a_turn_held_by_an_ask_breach(tm
     assert [(a["call_id"], a["tool"], a["arguments"]) for a in waiting] == [
         ("budget", "raise_budget", {"limit": "max_model_calls", "used": 1, "allowed": 1})
     ]
+
+
+async def test_resume_of_a_session_its_budget_holds_says_resume_does_not_lift_it(tmp_path):
+    with ScriptedModel([text("one"), text("two")]) as model, trio.fail_after(60):
+        spec = {
+            "workspace": str(tmp_path), "base_url": model.base_url, "model": "test-model",
+            "max_model_calls": 1,
+        }  # fmt: skip
+        async with serving_with(tmp_path / "data") as server:
+            url = ("--url", server.url)
+            async with connect(server.url) as client:
+                await client.spawn("session", spec, name="s1")
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "prompt", {"text": "first"})
+                    await job_event(events, "turn.completed")
+                    await client.send("session/s1", "prompt", {"text": "second"})
+                    await job_event(events, "budget.exceeded")
+            resumed = await trio.run_process(
+                [*CALLBOARD, "resume", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            async with connect(server.url) as client:
+                # The raise the note names lets the turn finish.
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "raise_budget", {"max_model_calls": 2})
+                    answers = []
+                    async for event in events:
+                        if event.type == "turn.completed":
+                            answers.append(event.data["answer"])
+                            if len(answers) == 2:
+                                break
+            after = await trio.run_process(
+                [*CALLBOARD, "resume", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    assert (resumed.returncode, resumed.stdout.decode().splitlines()) == (0, [
+        "session/s1 active",
+        "its turn is still held by its budget (max_model_calls reached); to go on: "
+        "callboard send session/s1 raise_budget '{\"max_model_calls\": NEW}'",
+    ])  # fmt: skip
+    assert answers == ["one", "two"]
+    assert (after.returncode, after.stdout) == (0, b"session/s1 active\n")
