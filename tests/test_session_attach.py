@@ -1,0 +1,29 @@
+"""Live attach on a session: a state edit is refused while its turn runs (the turn
+holds the state it drives and would lose the edit)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from scripted_model import ScriptedModel, hold
+from session_helpers import ADDRESS, KINDS, NAME, spec
+
+import callboard
+
+
+async def test_a_state_edit_is_refused_while_a_turn_runs_and_changes_nothing(data, workspace):
+    with ScriptedModel([hold()]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace), name=NAME)
+            await rt.send(ADDRESS, "prompt", "hello")
+            await model.wait_for_requests(1)
+            before = await rt.get_state(ADDRESS)
+            with pytest.raises(callboard.BadRequest) as refused:
+                await rt.replace_state(ADDRESS, {**before, "allowed_tools": ["shell_run"]})
+            after = await rt.get_state(ADDRESS)
+    assert str(refused.value) == (
+        f"{ADDRESS} has work running (an activity, such as a session's turn), which holds "
+        "its state: the new state would be lost under it. Wait for the work to end (cancel "
+        "a turn) and set the state then; nothing was changed"
+    )
+    assert after == before and after["active"]["turn_id"] == "turn-1"
