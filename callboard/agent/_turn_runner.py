@@ -74,7 +74,15 @@ class TurnRunner(Actor):
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
-        self._budget = Budget(spec, state.budget)
+        self._budget_of = Budget(spec, state.budget)
+
+    @property
+    def _budget(self) -> Budget:
+        """The budget over the state's `BudgetState`: a new one once the state was
+        replaced (live attach's ``set_state``), so that charges go to the new state."""
+        if self._budget_of.state is not self.state.budget:
+            self._budget_of = Budget(self.spec, self.state.budget)
+        return self._budget_of
 
     # -- what the kind writes ------------------------------------------------------
 
