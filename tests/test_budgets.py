@@ -285,3 +285,48 @@ async def test_the_summarising_call_of_a_compaction_is_charged_once_in_the_check
         "input_tokens": 50 + 90 + 7 + 40, "output_tokens": 1 + 1 + 5 + 1, "model_calls": 4,
         "tool_calls": 0, "cost": 0.0,
     }  # fmt: skip
+
+
+async def test_a_steer_into_a_turn_a_budget_holds_reaches_the_model_once_after_the_raise(
+    data, workspace
+):
+    steered = "and keep it short"
+    with ScriptedModel([WRITE_NOTE, text("written, briefly")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "write the note")
+                await watch.until("budget.exceeded")
+                await rt.send(ADDRESS, "prompt", {"text": steered, "mode": "steer"})
+                await watch.until("steer.accepted")
+                await rt.send(ADDRESS, "raise_budget", {"max_model_calls": 2})
+                done = await watch.until("turn.completed")
+    types = watch.types()
+    assert done.data["answer"] == "written, briefly"
+    assert types.count("turn.steered") == 1 and types.count("turn.started") == 1
+    assert types.index("budget.raised") < types.index("turn.steered")
+    assert len(model.requests) == 2
+    last = model.requests[1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "user"]
+    assert last[-1]["content"] == steered
+
+
+async def test_an_interrupt_ends_a_turn_a_budget_holds_and_its_prompt_finds_the_limit_too(
+    data, workspace
+):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                await rt.send(ADDRESS, "prompt", {"text": "third", "mode": "interrupt"})
+                interrupted = await watch.until("turn.interrupted")
+                again = await watch.until("budget.exceeded", 2)
+    assert interrupted.data["turn_id"] == "turn-2" and interrupted.data["by"] == "p3"
+    assert again.data["turn_id"] == "turn-3"
+    assert len(model.requests) == 1
