@@ -226,6 +226,13 @@ class Budget:
 
     def raise_limits(self, ctx: Context, message: Message) -> str | None:
         """``raise_budget``: set the limits it names; a refusal's reason, or None."""
+        names = [*LIMIT_NAMES, "turn_deadline"]
+        if isinstance(message.body, dict):
+            # Bodies ignore unknown keys, but here a misspelt limit would go unraised.
+            unknown = sorted(str(k) for k in message.body if k not in names)
+            if unknown:
+                known = ", ".join(f"'{n}'" for n in names)
+                return f"'raise_budget' has no limit {unknown[0]!r}: give any of {known}"
         try:
             body = structure_json(
                 message.body, RaiseBudgetBody, what=f"the body of 'raise_budget' to {ctx.address}"
@@ -234,8 +241,7 @@ class Budget:
             return str(exc)
         given = {k: v for k, v in attrs.asdict(body).items() if v is not None}
         if not given:
-            names = ", ".join(f"'{n}'" for n in (*LIMIT_NAMES, "turn_deadline"))
-            return f"'raise_budget' needs at least one of {names}"
+            return f"'raise_budget' needs at least one of {', '.join(repr(n) for n in names)}"
         if "turn_deadline" in given and not hasattr(self._spec, "turn_deadline"):
             return "a task has no 'turn_deadline': its time is the spec's 'deadline'"
         for name, value in given.items():
