@@ -330,3 +330,30 @@ async def test_an_interrupt_ends_a_turn_a_budget_holds_and_its_prompt_finds_the_
     assert interrupted.data["turn_id"] == "turn-2" and interrupted.data["by"] == "p3"
     assert again.data["turn_id"] == "turn-3"
     assert len(model.requests) == 1
+
+
+async def test_approving_an_ask_breach_for_the_session_is_rejected_and_changes_nothing(
+    data, workspace
+):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(30):
+        the_spec = spec(model, workspace, max_model_calls=1, on_budget="ask")
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", the_spec, name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                body = {"call_id": "budget", "approved": True, "scope": "session"}
+                ack = await rt.send(ADDRESS, "approve", body)
+                outcome = await rt.wait_outcome(ADDRESS, ack.seq)
+            left = await rt.approvals(ADDRESS)
+            view = await rt.inspect(ADDRESS)
+    assert outcome.reason == (
+        "'scope': 'session' allows a tool for the rest of the session, and the call 'budget' "
+        "is no tool: each raise is answered by itself (or set the limits with raise_budget)"
+    )
+    assert [a.call_id for a in left] == ["budget"]
+    assert view.state["budget"]["limits"]["max_model_calls"] == 1
+    assert "budget.raised" not in watch.types()

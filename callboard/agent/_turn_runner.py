@@ -249,6 +249,11 @@ class TurnRunner(Actor):
         if call_id is None and [p.call_id for p in self.pending_approvals()] == [BUDGET_CALL_ID]:
             call_id = BUDGET_CALL_ID  # the one answer waiting, as for a tool call
         if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
+            if scope == "session":
+                reject(ctx, message, "'scope': 'session' allows a tool for the rest of the "
+                       "session, and the call 'budget' is no tool: each raise is answered "
+                       "by itself (or set the limits with raise_budget)")  # fmt: skip
+                return
             refused = self._budget.answer(ctx, approved, reason)
             if refused is not None:
                 reject(ctx, message, refused)
