@@ -38,7 +38,7 @@ import attrs
 
 from ..actors import Context
 from ..errors import ModelError, SpecRefused
-from ..llm import AssistantReply, ChatClient, Provider
+from ..llm import AssistantReply, ChatClient, Provider, StreamDelta
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
 from ._budgets import Budget, BudgetExceeded
@@ -343,6 +343,11 @@ async def _ask_model(
     def on_delta(text: str) -> None:
         ctx.emit("turn.delta", {"turn_id": turn_id, "text": text}, ephemeral=True)
 
+    def on_stream_delta(delta: StreamDelta) -> None:
+        # The model's thinking, shown apart from its answer and never sent back.
+        if delta.kind == "reasoning":
+            ctx.emit("turn.reasoning", {"turn_id": turn_id, "text": delta.text}, ephemeral=True)
+
     attempt = 1
     while True:
         try:
@@ -352,6 +357,7 @@ async def _ask_model(
                 messages=model_messages(settings.system_prompt, chat.items(ctx)),
                 tools=tool_schemas(settings.tools),
                 on_delta=on_delta,
+                on_stream_delta=on_stream_delta,
             )
         except ModelError as exc:
             # The client retries only until the answer begins; a stream broken
@@ -376,6 +382,8 @@ def _assistant_event(turn: TurnJournal, reply: AssistantReply, elapsed: float) -
     }
     if reply.refusal:
         event["refusal"] = reply.refusal  # the model declined: say so, beside the text
+    if reply.reasoning:
+        event["reasoning"] = reply.reasoning  # kept in the event, not in the conversation
     return event
 
 

@@ -38,7 +38,8 @@ __all__ = [
 RESULT_RULE = "=== succeeded ==="
 ENDINGS = frozenset({"actor.stopped", "actor.failed"})
 """The events after which an actor has ended: nothing follows them."""
-_QUIET = frozenset({"job.output"})  # a wake-up for readers of the output, not news
+# A wake-up for readers of the output, not news; the model's thinking, a piece at a time.
+_QUIET = frozenset({"job.output", "turn.reasoning"})
 
 
 def event_json(event: Event) -> dict[str, Any]:
