@@ -357,3 +357,21 @@ async def test_approving_an_ask_breach_for_the_session_is_rejected_and_changes_n
     assert [a.call_id for a in left] == ["budget"]
     assert view.state["budget"]["limits"]["max_model_calls"] == 1
     assert "budget.raised" not in watch.types()
+
+
+async def test_a_session_a_budget_holds_is_listed_waiting_until_the_raise(data, workspace):
+    with ScriptedModel([text("one"), text("two")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                (held,) = await rt.list(kind="session")
+                await rt.send(ADDRESS, "raise_budget", {"max_model_calls": 2})
+                await watch.until("turn.completed", 2)
+                (after,) = await rt.list(kind="session")
+    assert held.status == "waiting"
+    assert after.status in ("active", "idle")

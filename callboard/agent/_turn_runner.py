@@ -240,6 +240,11 @@ class TurnRunner(Actor):
             for c in turn.awaiting_approval()
         ] + self._budget.pending(self.address)  # fmt: skip
 
+    def waits_for_person(self) -> bool:
+        """A call waits for approval, or a budget holds the turn for a person to raise it."""
+        breach = self._budget.state.breach
+        return super().waits_for_person() or (breach is not None and breach.policy == "pause")
+
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
         reason: str | None = None, scope: Scope = "call",
