@@ -100,7 +100,8 @@ async def test_inspect_approvals_and_approve_see_a_turn_held_by_an_ask_breach(tm
     assert lines[lines.index("spec") - 3 : lines.index("spec")] == [
         "usage         7 in, 5 out, 1 model calls, 0 tool calls, cost 0",
         "limits        max_model_calls 1",
-        "breach        max_model_calls reached in turn-2 (ask): raise_budget to go on",
+        "breach        max_model_calls reached in turn-2 (ask): approve the call budget or "
+        "send raise_budget to go on",
     ]
     assert (approved.returncode, approved.stdout) == (0, b"approved budget of session/s1\n")
     assert answers == ["one", "two"], "the approval granted one more model call"
@@ -129,6 +130,10 @@ async def test_resume_of_a_session_its_budget_holds_says_resume_does_not_lift_it
                 [*CALLBOARD, "resume", "session/s1", *url], cwd=REPO, env=subprocess_env(),
                 capture_stdout=True, capture_stderr=True, check=False,
             )  # fmt: skip
+            shown = await trio.run_process(
+                [*CALLBOARD, "inspect", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
             async with connect(server.url) as client:
                 # The raise the note names lets the turn finish.
                 async with client.subscribe("session/s1", after=0) as events:
@@ -148,5 +153,9 @@ async def test_resume_of_a_session_its_budget_holds_says_resume_does_not_lift_it
         "its turn is still held by its budget (max_model_calls reached); to go on: "
         "callboard send session/s1 raise_budget '{\"max_model_calls\": NEW}'",
     ])  # fmt: skip
+    assert (
+        "breach        max_model_calls reached in turn-2 (pause): send raise_budget (resume "
+        "does not lift it) to go on"
+    ) in shown.stdout.decode().splitlines()
     assert answers == ["one", "two"]
     assert (after.returncode, after.stdout) == (0, b"session/s1 active\n")

@@ -238,8 +238,13 @@ def _budget_rows(budget: Any) -> list[list[str]]:
         rows.append(["limits", ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)])
     breach = budget.get("breach")
     if isinstance(breach, dict):
+        how = (
+            "approve the call budget or send raise_budget"
+            if breach.get("policy") == "ask"
+            else "send raise_budget (resume does not lift it)"
+        )
         rows.append(["breach", f"{breach.get('limit')} reached in {breach.get('turn_id')} "
-                               f"({breach.get('policy')}): raise_budget to go on"])  # fmt: skip
+                               f"({breach.get('policy')}): {how} to go on"])  # fmt: skip
     return rows
 
 
