@@ -253,3 +253,125 @@ async def test_sigkill_right_after_the_answers_commit_charges_it_once_and_the_to
     }  # fmt: skip
     assert len(model.requests) == 2
     assert (workspace / "note.txt").read_text() == "once"
+
+
+async def test_the_summarising_call_of_a_compaction_is_charged_once_in_the_checkpoints_commit(
+    data, workspace
+):
+    def reported(prompt_tokens: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": 1}
+
+    script = [
+        text("one", usage=reported(50)),
+        text("two", usage=reported(90)),
+        text("the user said first; the agent answered one"),  # the summary: 7 in, 5 out
+        text("three", usage=reported(40)),
+    ]
+    with ScriptedModel(script) as model, trio.fail_after(30):
+        # The third turn's estimate passes the window: it compacts before asking.
+        the_spec = spec(model, workspace, context_window=100, keep_turns=1, max_tokens=1000)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", the_spec, name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                for count, prompt in enumerate(["first", "second", "third"], 1):
+                    await rt.send(ADDRESS, "prompt", prompt)
+                    await watch.until("turn.completed", count)
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            view = await rt.inspect(ADDRESS)
+    assert watch.types().count("conversation.compacted") == 1
+    assert len(model.requests) == 4
+    assert usage(view.state) == {
+        "input_tokens": 50 + 90 + 7 + 40, "output_tokens": 1 + 1 + 5 + 1, "model_calls": 4,
+        "tool_calls": 0, "cost": 0.0,
+    }  # fmt: skip
+
+
+async def test_a_steer_into_a_turn_a_budget_holds_reaches_the_model_once_after_the_raise(
+    data, workspace
+):
+    steered = "and keep it short"
+    with ScriptedModel([WRITE_NOTE, text("written, briefly")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "write the note")
+                await watch.until("budget.exceeded")
+                await rt.send(ADDRESS, "prompt", {"text": steered, "mode": "steer"})
+                await watch.until("steer.accepted")
+                await rt.send(ADDRESS, "raise_budget", {"max_model_calls": 2})
+                done = await watch.until("turn.completed")
+    types = watch.types()
+    assert done.data["answer"] == "written, briefly"
+    assert types.count("turn.steered") == 1 and types.count("turn.started") == 1
+    assert types.index("budget.raised") < types.index("turn.steered")
+    assert len(model.requests) == 2
+    last = model.requests[1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "user"]
+    assert last[-1]["content"] == steered
+
+
+async def test_an_interrupt_ends_a_turn_a_budget_holds_and_its_prompt_finds_the_limit_too(
+    data, workspace
+):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                await rt.send(ADDRESS, "prompt", {"text": "third", "mode": "interrupt"})
+                interrupted = await watch.until("turn.interrupted")
+                again = await watch.until("budget.exceeded", 2)
+    assert interrupted.data["turn_id"] == "turn-2" and interrupted.data["by"] == "p3"
+    assert again.data["turn_id"] == "turn-3"
+    assert len(model.requests) == 1
+
+
+async def test_approving_an_ask_breach_for_the_session_is_rejected_and_changes_nothing(
+    data, workspace
+):
+    with ScriptedModel([text("one")]) as model, trio.fail_after(30):
+        the_spec = spec(model, workspace, max_model_calls=1, on_budget="ask")
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", the_spec, name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                body = {"call_id": "budget", "approved": True, "scope": "session"}
+                ack = await rt.send(ADDRESS, "approve", body)
+                outcome = await rt.wait_outcome(ADDRESS, ack.seq)
+            left = await rt.approvals(ADDRESS)
+            view = await rt.inspect(ADDRESS)
+    assert outcome.reason == (
+        "'scope': 'session' allows a tool for the rest of the session, and the call 'budget' "
+        "is no tool: each raise is answered by itself (or set the limits with raise_budget)"
+    )
+    assert [a.call_id for a in left] == ["budget"]
+    assert view.state["budget"]["limits"]["max_model_calls"] == 1
+    assert "budget.raised" not in watch.types()
+
+
+async def test_a_session_a_budget_holds_is_listed_waiting_until_the_raise(data, workspace):
+    with ScriptedModel([text("one"), text("two")]) as model, trio.fail_after(30):
+        async with callboard.open_runtime(data, kinds=KINDS) as rt:
+            await rt.spawn("session", spec(model, workspace, max_model_calls=1), name=NAME)
+            async with rt.subscribe(ADDRESS, after=0) as sub:
+                watch = Watch(sub)
+                await rt.send(ADDRESS, "prompt", "first")
+                await watch.until("turn.completed")
+                await rt.send(ADDRESS, "prompt", "second")
+                await watch.until("budget.exceeded")
+                (held,) = await rt.list(kind="session")
+                await rt.send(ADDRESS, "raise_budget", {"max_model_calls": 2})
+                await watch.until("turn.completed", 2)
+                (after,) = await rt.list(kind="session")
+    assert held.status == "waiting"
+    assert after.status in ("active", "idle")

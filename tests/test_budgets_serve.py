@@ -100,7 +100,8 @@ async def test_inspect_approvals_and_approve_see_a_turn_held_by_an_ask_breach(tm
     assert lines[lines.index("spec") - 3 : lines.index("spec")] == [
         "usage         7 in, 5 out, 1 model calls, 0 tool calls, cost 0",
         "limits        max_model_calls 1",
-        "breach        max_model_calls reached in turn-2 (ask): raise_budget to go on",
+        "breach        max_model_calls reached in turn-2 (ask): approve the call budget or "
+        "send raise_budget to go on",
     ]
     assert (approved.returncode, approved.stdout) == (0, b"approved budget of session/s1\n")
     assert answers == ["one", "two"], "the approval granted one more model call"
@@ -108,3 +109,53 @@ async def test_inspect_approvals_and_approve_see_a_turn_held_by_an_ask_breach(tm
     assert [(a["call_id"], a["tool"], a["arguments"]) for a in waiting] == [
         ("budget", "raise_budget", {"limit": "max_model_calls", "used": 1, "allowed": 1})
     ]
+
+
+async def test_resume_of_a_session_its_budget_holds_says_resume_does_not_lift_it(tmp_path):
+    with ScriptedModel([text("one"), text("two")]) as model, trio.fail_after(60):
+        spec = {
+            "workspace": str(tmp_path), "base_url": model.base_url, "model": "test-model",
+            "max_model_calls": 1,
+        }  # fmt: skip
+        async with serving_with(tmp_path / "data") as server:
+            url = ("--url", server.url)
+            async with connect(server.url) as client:
+                await client.spawn("session", spec, name="s1")
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "prompt", {"text": "first"})
+                    await job_event(events, "turn.completed")
+                    await client.send("session/s1", "prompt", {"text": "second"})
+                    await job_event(events, "budget.exceeded")
+            resumed = await trio.run_process(
+                [*CALLBOARD, "resume", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            shown = await trio.run_process(
+                [*CALLBOARD, "inspect", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            async with connect(server.url) as client:
+                # The raise the note names lets the turn finish.
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "raise_budget", {"max_model_calls": 2})
+                    answers = []
+                    async for event in events:
+                        if event.type == "turn.completed":
+                            answers.append(event.data["answer"])
+                            if len(answers) == 2:
+                                break
+            after = await trio.run_process(
+                [*CALLBOARD, "resume", "session/s1", *url], cwd=REPO, env=subprocess_env(),
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    assert (resumed.returncode, resumed.stdout.decode().splitlines()) == (0, [
+        "session/s1 active",
+        "its turn is still held by its budget (max_model_calls reached); to go on: "
+        "callboard send session/s1 raise_budget '{\"max_model_calls\": NEW}'",
+    ])  # fmt: skip
+    assert (
+        "breach        max_model_calls reached in turn-2 (pause): send raise_budget (resume "
+        "does not lift it) to go on"
+    ) in shown.stdout.decode().splitlines()
+    assert answers == ["one", "two"]
+    assert (after.returncode, after.stdout) == (0, b"session/s1 active\n")

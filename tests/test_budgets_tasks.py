@@ -76,7 +76,8 @@ async def test_a_raise_that_does_not_fit_is_rejected_saying_why(data, workspace)
             empty = await rt.send(handle, "raise_budget", {})
             negative = await rt.send(handle, "raise_budget", {"max_tokens": 0})
             per_turn = await rt.send(handle, "raise_budget", {"turn_deadline": 60})
-            sent = (empty, negative, per_turn)
+            misspelt = await rt.send(handle, "raise_budget", {"max_tokens": 9, "max_tool_call": 3})
+            sent = (empty, negative, per_turn, misspelt)
             outcomes = [await rt.wait_outcome(handle, ack.seq) for ack in sent]
     assert [o.reason for o in outcomes] == [
         "'raise_budget' needs at least one of 'max_tokens', 'max_cost', 'max_model_calls', "
@@ -84,4 +85,6 @@ async def test_a_raise_that_does_not_fit_is_rejected_saying_why(data, workspace)
         f"the body of 'raise_budget' to {handle} is not valid ('max_tokens' must be a whole "
         "number above 0, got 0)",
         "a task has no 'turn_deadline': its time is the spec's 'deadline'",
+        "'raise_budget' has no limit 'max_tool_call': give any of 'max_tokens', 'max_cost', "
+        "'max_model_calls', 'max_tool_calls', 'turn_deadline'",
     ]

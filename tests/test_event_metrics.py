@@ -38,3 +38,28 @@ def test_the_summarising_call_of_a_compaction_is_a_model_call_with_its_tokens():
     assert "conversation.compacted" in TAPPED
     assert (metrics.model_calls, metrics.tokens_in, metrics.tokens_out) == (2, 1000, 47)
     assert metrics.model_seconds.count == 1
+
+
+def test_a_budget_breach_counts_once_by_limit_and_policy_and_an_odd_label_is_other():
+    metrics = AgentMetrics()
+    breach = {"turn_id": "t1", "limit": "max_tokens", "policy": "pause"}
+    metrics.observe(_event(1, "budget.exceeded", breach))
+    metrics.observe(_event(2, "budget.exceeded", {**breach, "limit": "max_tool_calls"}))
+    metrics.observe(_event(3, "budget.exceeded", {**breach, "limit": "x" * 200, "policy": 7}))
+    assert "budget.exceeded" in TAPPED
+    assert dict(metrics.budget_breaches) == {
+        ("max_tokens", "pause"): 1,
+        ("max_tool_calls", "pause"): 1,
+        ("other", "other"): 1,
+    }
+
+
+def test_each_park_of_a_turn_through_an_outage_counts_as_one_wait():
+    metrics = AgentMetrics()
+    for seq, attempt in enumerate([1, 2, 3], 1):
+        metrics.observe(
+            _event(seq, "turn.waiting_for_model", {"turn_id": "t1", "attempt": attempt})
+        )
+    metrics.observe(_event(4, "assistant.message", {"usage": None}))
+    assert "turn.waiting_for_model" in TAPPED
+    assert (metrics.outage_waits, metrics.model_calls) == (3, 1)

@@ -33,6 +33,13 @@ def test_secret_values_are_masked_and_names_of_variables_are_kept():
     }
 
 
+def test_a_budgets_count_of_tokens_is_shown_and_a_token_that_is_a_string_is_masked():
+    spec = {"max_tokens": 200000, "usage": {"prompt_tokens": 7}, "auth_tokens": "abc"}
+    assert mask_secrets(spec) == {
+        "max_tokens": 200000, "usage": {"prompt_tokens": 7}, "auth_tokens": "***",
+    }  # fmt: skip
+
+
 async def test_inspect_of_a_session_shows_its_masked_spec_and_its_last_turn(tmp_path):
     with ScriptedModel([text("Hello there")]) as model, trio.fail_after(60):
         url = model.base_url.replace("http://", "http://me:hunter2@")

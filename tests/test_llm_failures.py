@@ -179,3 +179,22 @@ async def test_an_empty_answer_is_retried_by_the_client_and_then_gives_up_saying
     assert isinstance(outcome, ModelError)
     assert (outcome.retryable, len(model.requests)) == (True, 2)
     assert str(outcome).endswith("so it is not recorded as a reply (gave up after 2 attempts)")
+
+
+async def test_a_password_in_the_base_url_is_masked_in_the_error_and_the_retry_log(caplog):
+    with trio.fail_after(20), ScriptedModel([status(503), status(503)]) as model:
+        url = model.base_url.replace("http://", "http://me:hunter2@")
+        client = callboard.llm.ChatClient(max_attempts=2, backoff_initial=0.001)
+        with caplog.at_level("INFO", logger="callboard.llm"):
+            with pytest.raises(ModelError) as failed:
+                await client.stream_chat(
+                    base_url=url, model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+        await client.aclose()
+    said = str(failed.value)
+    masked = model.base_url.replace("http://", "http://me:***@")
+    assert said.startswith(f"the model server at {masked} failed (HTTP 503)")
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1 and f"model call to {masked}/chat/completions failed" in logged[0]
+    assert "hunter2" not in said and not any("hunter2" in line for line in logged)
+    assert len(model.requests) == 2

@@ -57,6 +57,12 @@ async def test_a_readme_example_runs_as_printed(tmp_path, code):
     stdout = done.stdout.decode().splitlines()
     assert (done.returncode, done.stderr.decode()) == (0, "")
     if "rt.tasks.spawn" in code:
+        if "max_tokens=" in code:  # the budget's: what the task spent comes first
+            spent = stdout.pop(0)
+            assert spent == (
+                "{'input_tokens': 14, 'output_tokens': 10, 'model_calls': 2, 'tool_calls': 1, "
+                "'cost': 0.0}"
+            )
         assert stdout == ["Succeeded(result='NOTES.md is written')"]
         assert (tmp_path / "ws" / "NOTES.md").read_text() == "# Notes\n"
         assert len(model.requests) == 2

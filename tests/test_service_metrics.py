@@ -5,11 +5,13 @@ dead letters, then scraped."""
 
 from __future__ import annotations
 
+import threading
 import urllib.request
+from typing import Any
 
 import trio
 from prometheus_client.parser import text_string_to_metric_families
-from scripted_model import ScriptedModel, text, tool_call
+from scripted_model import ScriptedModel, status, text, tool_call
 from serve_helpers import serving
 
 from callboard.client import connect
@@ -113,3 +115,43 @@ async def test_a_scripted_session_turn_shows_in_the_histograms_and_counters(tmp_
     assert one(found, "process_resident_memory_bytes") > 0
     assert one(found, "process_cpu_seconds_total") > 0
     assert (workspace / "note.txt").read_text() == "once"
+
+
+async def test_a_budget_breach_and_a_turn_parked_through_an_outage_are_counted_once_each(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    back = threading.Event()
+    down = status(503, {"error": {"message": "restarting"}}, headers={"Retry-After": "0"})
+
+    def answer(body: dict) -> Any:
+        return text("one") if back.is_set() else down
+
+    with ScriptedModel([answer] * 50) as model, trio.fail_after(60):
+        extra = ["--metrics-port", "0", "--model-url", model.base_url, "--model", "m",
+                 "--sandbox", "none"]  # fmt: skip
+        async with serving(tmp_path / "data", *extra, cwd=tmp_path) as served:
+            metrics_url = served.line.split("metrics at ")[1]
+            async with connect(served.url, token=served.token) as client:
+                spec = {"workspace": str(workspace), "max_model_calls": 1, "on_budget": "fail"}
+                await client.spawn("session", spec, name="s1")
+                async with client.subscribe("session/s1", after=0) as events:
+                    await client.send("session/s1", "prompt", {"text": "hello"})
+                    parked = await wait_for(events, "turn.waiting_for_model")
+                    back.set()
+                    # Ask again now rather than after the backoff.
+                    await client.send("session/s1", "outage.retry", {"turn_id": parked["turn_id"]})
+                    await wait_for(events, "turn.completed")
+                    # The second turn finds its one model call spent.
+                    await client.send("session/s1", "prompt", {"text": "again"})
+                    await wait_for(events, "budget.exceeded")
+                    await wait_for(events, "turn.failed")
+            page = await trio.to_thread.run_sync(scrape, metrics_url, served.token)
+    found = samples(page)
+    assert one(found, "callboard_model_outage_waits_total") == 1
+    breaches = {k: v for k, v in found.items() if k[0] == "callboard_budget_breaches_total"}
+    assert breaches == {
+        ("callboard_budget_breaches_total",
+         frozenset({("limit", "max_model_calls"), ("policy", "fail")})): 1.0,
+    }  # fmt: skip
+    assert one(found, "callboard_turns_total", outcome="failed") == 1
+    assert one(found, "callboard_model_calls_total") == 1

@@ -145,6 +145,11 @@ class Actor:
         """
         return []
 
+    def waits_for_person(self) -> bool:
+        """True while the live actor's work waits for a person (``list``: ``waiting``):
+        by default, while a call waits for approval; a kind may add its own reasons."""
+        return bool(self.pending_approvals())
+
     async def on_start(self, ctx: Context) -> None:
         """Called on every activation, after the state is restored, before any message."""
 

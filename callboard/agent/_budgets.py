@@ -5,8 +5,9 @@ snapshot (`BudgetState.limits`) on the first activation, so that a
 ``raise_budget`` message can change them for good. What the actor spent
 (`Usage`) is charged from the model's ``usage`` in the same commit as the
 model's answer (`Budget.charge`, called by ``drive_turn`` before that
-commit), and a tool call is counted in the commit that records it as
-started. A crash before either commit leaves nothing charged, and the step
+commit; a compaction's summarising call is charged the same way, in the
+commit of its checkpoint), and a tool call is counted in the commit that
+records it as started. A crash before either commit leaves nothing charged, and the step
 is taken again and charged once; after either, the commit is restored and
 never charged again. (A model answer cut off by a crash before its commit
 was billed by the provider but is not counted here: nothing recorded it.)
@@ -225,6 +226,13 @@ class Budget:
 
     def raise_limits(self, ctx: Context, message: Message) -> str | None:
         """``raise_budget``: set the limits it names; a refusal's reason, or None."""
+        names = [*LIMIT_NAMES, "turn_deadline"]
+        if isinstance(message.body, dict):
+            # Bodies ignore unknown keys, but here a misspelt limit would go unraised.
+            unknown = sorted(str(k) for k in message.body if k not in names)
+            if unknown:
+                known = ", ".join(f"'{n}'" for n in names)
+                return f"'raise_budget' has no limit {unknown[0]!r}: give any of {known}"
         try:
             body = structure_json(
                 message.body, RaiseBudgetBody, what=f"the body of 'raise_budget' to {ctx.address}"
@@ -233,8 +241,7 @@ class Budget:
             return str(exc)
         given = {k: v for k, v in attrs.asdict(body).items() if v is not None}
         if not given:
-            names = ", ".join(f"'{n}'" for n in (*LIMIT_NAMES, "turn_deadline"))
-            return f"'raise_budget' needs at least one of {names}"
+            return f"'raise_budget' needs at least one of {', '.join(repr(n) for n in names)}"
         if "turn_deadline" in given and not hasattr(self._spec, "turn_deadline"):
             return "a task has no 'turn_deadline': its time is the spec's 'deadline'"
         for name, value in given.items():

@@ -4,7 +4,8 @@ Read from the conversation log's last items (at most `_TAIL`), so the cost
 does not grow with the conversation: the last ``user`` item begins the last
 turn, the last ``assistant`` text after it is that turn's answer, and the
 ``tool`` items between are its tool calls. A turn still running is taken
-from the snapshot's journal. Read only: nothing is written.
+from the snapshot's journal, with the outage it is parked through, if
+any. Read only: nothing is written.
 """
 
 from __future__ import annotations
@@ -40,7 +41,22 @@ async def conversation_summary(state: Any, logs: Logs, log: str = "conversation"
     running = None
     if isinstance(active, dict):
         running = {k: active.get(k) for k in ("turn_id", "prompt", "phase")}
+        running["outage"] = _outage(active.get("outage"))
     return {"conversation": length, "last_turn": last_turn, "running": running}
+
+
+def _outage(outage: Any) -> dict[str, Any] | None:
+    """A turn parked through a model outage (``_outage``): how many asks failed since
+    when, the last error, and when the next ask is due (None while it is asked)."""
+    if not isinstance(outage, dict):
+        return None
+    return {
+        "attempt": outage.get("failures"),
+        "since": outage.get("since"),
+        "retry_at": outage.get("retry_at") if outage.get("waiting") else None,
+        "error": outage.get("error"),
+        "status": outage.get("status"),
+    }
 
 
 def _role(item: Any) -> Any:

@@ -38,7 +38,7 @@ import attrs
 
 from ..actors import Context
 from ..errors import ModelError, SpecRefused
-from ..llm import AssistantReply, ChatClient, Provider
+from ..llm import AssistantReply, ChatClient, Provider, StreamDelta
 from ..tools import ApprovalPolicy, Confinement, tool_schemas
 from ._approval_deadlines import ApprovalDeadlines, ask_approval, cancel_deadlines
 from ._budgets import Budget, BudgetExceeded
@@ -198,7 +198,7 @@ async def drive_turn(
                 # What joined the turn is recorded (and announced) before the model reads it.
                 await ctx.checkpoint()
             began = time.monotonic()
-            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size)
+            reply = await _ask_compacting(ctx, turn, settings, chat, client, prompt_size, budget)
             elapsed = time.monotonic() - began
             # A refusal comes instead of content: it is the answer the user sees.
             content = reply.content or reply.refusal
@@ -305,14 +305,26 @@ async def _ask_compacting(
     chat: ConversationLog,
     client: ChatClient,
     prompt_size: PromptSize | None,
+    budget: Budget | None,
 ) -> AssistantReply:
-    """Ask the model, compacting the conversation first or after an overflow (``_compaction``)."""
+    """Ask the model, compacting the conversation first or after an overflow (``_compaction``).
+
+    The summarising call is charged to ``budget`` like any model answer, in the
+    commit of the checkpoint it makes (a crash before it charges nothing).
+    """
     if not settings.base_url or not settings.model:
         raise ModelError(NO_MODEL_HELP, retryable=False)
+    summarise = summariser(client, base_url=settings.base_url, model=settings.model)
+
+    async def charged(messages: list[dict[str, Any]]) -> AssistantReply:
+        reply = await summarise(messages)
+        if budget is not None:
+            budget.charge(ctx, reply.usage, settings.model)
+        return reply
+
     return await ask_compacting(
         ctx, turn, chat, PromptSize() if prompt_size is None else prompt_size,
-        settings.compaction,
-        summariser(client, base_url=settings.base_url, model=settings.model),
+        settings.compaction, charged,
         lambda: _ask_model(ctx, turn, settings, chat, client),
         system_prompt=settings.system_prompt, tools=tool_schemas(settings.tools),
     )  # fmt: skip
@@ -331,6 +343,11 @@ async def _ask_model(
     def on_delta(text: str) -> None:
         ctx.emit("turn.delta", {"turn_id": turn_id, "text": text}, ephemeral=True)
 
+    def on_stream_delta(delta: StreamDelta) -> None:
+        # The model's thinking, shown apart from its answer and never sent back.
+        if delta.kind == "reasoning":
+            ctx.emit("turn.reasoning", {"turn_id": turn_id, "text": delta.text}, ephemeral=True)
+
     attempt = 1
     while True:
         try:
@@ -340,6 +357,7 @@ async def _ask_model(
                 messages=model_messages(settings.system_prompt, chat.items(ctx)),
                 tools=tool_schemas(settings.tools),
                 on_delta=on_delta,
+                on_stream_delta=on_stream_delta,
             )
         except ModelError as exc:
             # The client retries only until the answer begins; a stream broken
@@ -364,6 +382,8 @@ def _assistant_event(turn: TurnJournal, reply: AssistantReply, elapsed: float) -
     }
     if reply.refusal:
         event["refusal"] = reply.refusal  # the model declined: say so, beside the text
+    if reply.reasoning:
+        event["reasoning"] = reply.reasoning  # kept in the event, not in the conversation
     return event
 
 

@@ -74,7 +74,15 @@ class TurnRunner(Actor):
         self._runner = False
         self._scope: trio.CancelScope | None = None
         self._approvals = trio.Event()
-        self._budget = Budget(spec, state.budget)
+        self._budget_of = Budget(spec, state.budget)
+
+    @property
+    def _budget(self) -> Budget:
+        """The budget over the state's `BudgetState`: a new one once the state was
+        replaced (live attach's ``set_state``), so that charges go to the new state."""
+        if self._budget_of.state is not self.state.budget:
+            self._budget_of = Budget(self.spec, self.state.budget)
+        return self._budget_of
 
     # -- what the kind writes ------------------------------------------------------
 
@@ -232,6 +240,11 @@ class TurnRunner(Actor):
             for c in turn.awaiting_approval()
         ] + self._budget.pending(self.address)  # fmt: skip
 
+    def waits_for_person(self) -> bool:
+        """A call waits for approval, or a budget holds the turn for a person to raise it."""
+        breach = self._budget.state.breach
+        return super().waits_for_person() or (breach is not None and breach.policy == "pause")
+
     def _approve(
         self, ctx: Context, message: Message, call_id: object, approved: object,
         reason: str | None = None, scope: Scope = "call",
@@ -241,6 +254,11 @@ class TurnRunner(Actor):
         if call_id is None and [p.call_id for p in self.pending_approvals()] == [BUDGET_CALL_ID]:
             call_id = BUDGET_CALL_ID  # the one answer waiting, as for a tool call
         if call_id == BUDGET_CALL_ID and isinstance(approved, bool):
+            if scope == "session":
+                reject(ctx, message, "'scope': 'session' allows a tool for the rest of the "
+                       "session, and the call 'budget' is no tool: each raise is answered "
+                       "by itself (or set the limits with raise_budget)")  # fmt: skip
+                return
             refused = self._budget.answer(ctx, approved, reason)
             if refused is not None:
                 reject(ctx, message, refused)

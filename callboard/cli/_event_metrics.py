@@ -17,7 +17,10 @@ process started is counted by its end but not timed. An approval *expires*
 when its deadline passes (``approval.expired``) or when its turn ends
 (cancelled, failed, stopped, a task's deadline) before it was answered. The
 model call that summarises a conversation (``conversation.compacted``, with
-its ``usage`` and ``elapsed``) is a model call like any other.
+its ``usage`` and ``elapsed``) is a model call like any other. A budget
+breach (``budget.exceeded``) counts once, by its limit and policy, as it is
+recorded once; each park of a turn through a model outage
+(``turn.waiting_for_model``, one per failed ask) counts as one wait.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from ..mailbox import Event
 from ..store import Buckets, Histogram
+from ..views import BUDGET_POLICIES, LIMIT_NAMES
 
 __all__ = ["TAPPED", "AgentMetrics"]
 
@@ -38,6 +42,8 @@ TAPPED = (
     "approval.answered",
     "approval.expired",
     "conversation.compacted",
+    "budget.exceeded",
+    "turn.waiting_for_model",
     "turn.started",
     "turn.completed",
     "turn.failed",
@@ -66,6 +72,12 @@ _MAX_TOOLS = 64
 _MAX_OPEN = 100_000
 
 
+def _label(value: object, known: tuple[str, ...]) -> str:
+    """A label from one of ``known`` names (a limit's, a policy's); anything else is
+    "other", so that the series stay bounded whatever an event holds."""
+    return value if isinstance(value, str) and value in known else "other"
+
+
 def _tokens(usage: Any, *names: str) -> int:
     """The first of ``names`` that ``usage`` holds as a count (OpenAI's
     ``prompt_tokens``/``completion_tokens``, or ``input_tokens``/``output_tokens``)."""
@@ -89,6 +101,8 @@ class AgentMetrics:
         self.approvals_answered: Counter[str] = Counter()
         self.approvals_expired = 0
         self.turns: Counter[str] = Counter()
+        self.budget_breaches: Counter[tuple[str, str]] = Counter()  # (limit, policy)
+        self.outage_waits = 0
         self._model_seconds = Buckets(MODEL_BUCKETS)
         self._turn_seconds = Buckets(TURN_BUCKETS)
         self._open_turns: dict[str, tuple[str, float]] = {}  # actor: (turn_id, started at)
@@ -127,6 +141,12 @@ class AgentMetrics:
         elif kind == "approval.expired":
             self.approvals_expired += 1
             self._pending.get(event.actor, set()).discard(str(data.get("call_id")))
+        elif kind == "budget.exceeded":
+            limit = _label(data.get("limit"), (*LIMIT_NAMES, "turn_deadline"))
+            policy = _label(data.get("policy"), BUDGET_POLICIES)
+            self.budget_breaches[limit, policy] += 1
+        elif kind == "turn.waiting_for_model":
+            self.outage_waits += 1
         elif kind == "turn.started":
             self._remember(self._open_turns, event.actor, (str(data.get("turn_id")), event.at))
         elif kind in _TURN_ENDS:

@@ -38,7 +38,8 @@ __all__ = [
 RESULT_RULE = "=== succeeded ==="
 ENDINGS = frozenset({"actor.stopped", "actor.failed"})
 """The events after which an actor has ended: nothing follows them."""
-_QUIET = frozenset({"job.output"})  # a wake-up for readers of the output, not news
+# A wake-up for readers of the output, not news; the model's thinking, a piece at a time.
+_QUIET = frozenset({"job.output", "turn.reasoning"})
 
 
 def event_json(event: Event) -> dict[str, Any]:
@@ -145,6 +146,16 @@ class Printer:
         elif kind == "approval.expired":
             verdict = "approved" if data.get("approved") else "denied"
             self._line(f"[approval] {data.get('name') or data.get('call_id')} expired: {verdict}")
+        elif kind == "budget.exceeded":
+            self._line(f"[budget] {data.get('error')}{_held(event.actor, data)}")
+        elif kind == "budget.raised":
+            limits = data.get("limits")
+            given = ", ".join(
+                f"{k} {v:g}"
+                for k, v in (limits if isinstance(limits, dict) else {}).items()
+                if v is not None
+            )
+            self._line(f"[budget] limits now {given or 'none'}; the turn goes on")
         elif kind == "conversation.compacted":
             self._line(f"[{data.get('turns')} earlier turns summarised to fit the model's context]")
         elif self.everything and kind not in _QUIET:
@@ -203,6 +214,14 @@ def summary_rows(summary: dict[str, Any] | None) -> list[list[str]]:
     if isinstance(running, dict):
         rows.append(["running", f"{running.get('turn_id')} ({running.get('phase')}): "
                                 f"{_one_line(running.get('prompt'))}"])  # fmt: skip
+        outage = running.get("outage")
+        if isinstance(outage, dict):
+            retry_at = outage.get("retry_at")
+            when = format_at(retry_at) if isinstance(retry_at, int | float) else "now"
+            failed = outage.get("attempt")
+            rows.append(["outage", f"{failed} ask{'' if failed == 1 else 's'} failed, asks "
+                                   f"again {'at ' if when != 'now' else ''}{when}: "
+                                   f"{_one_line(outage.get('error'), 200)}"])  # fmt: skip
     return rows + _budget_rows(summary.get("budget"))
 
 
@@ -219,9 +238,27 @@ def _budget_rows(budget: Any) -> list[list[str]]:
         rows.append(["limits", ", ".join(f"{k} {v:g}" for k, v in limits.items() if v is not None)])
     breach = budget.get("breach")
     if isinstance(breach, dict):
+        how = (
+            "approve the call budget or send raise_budget"
+            if breach.get("policy") == "ask"
+            else "send raise_budget (resume does not lift it)"
+        )
         rows.append(["breach", f"{breach.get('limit')} reached in {breach.get('turn_id')} "
-                               f"({breach.get('policy')}): raise_budget to go on"])  # fmt: skip
+                               f"({breach.get('policy')}): {how} to go on"])  # fmt: skip
     return rows
+
+
+def _held(actor: str, breach: dict[str, Any]) -> str:
+    """How a person lets a turn a budget holds go on (nothing for ``fail``: it ended)."""
+    limit = breach.get("limit")
+    if breach.get("policy") == "ask":
+        return f"; the turn waits: callboard approve {actor} budget (or deny ... --reason TEXT)"
+    if breach.get("policy") == "pause":
+        return (
+            f"; the turn waits (resume does not lift it): callboard send {actor} raise_budget "
+            f"'{{\"{limit}\": NEW}}'"
+        )
+    return ""
 
 
 def _one_line(text: Any, limit: int = 80) -> str:

@@ -38,6 +38,7 @@ import trio
 from .._version import __version__
 from ..client import Backoff, Client, ConnectionFailed, connect
 from ..errors import CallboardError
+from ..llm import PROVIDERS
 from ..views import RunSpec, Succeeded, Terminal
 from ..views.task_logic import might_settle
 from ._commands import (
@@ -70,7 +71,7 @@ def add_parsers(subparsers: Any) -> None:
     add = run.add_argument
     add("prompt", metavar="PROMPT", help="what the task is to do")
     add("--model-url", default=None, metavar="URL",
-        help="OpenAI-compatible base URL (default: the server's --model-url)")  # fmt: skip
+        help="the model server's base URL (default: the server's --model-url)")  # fmt: skip
     add("--model", default=None, metavar="NAME", help="model name (default: the server's)")
     add("--workspace", default=None, metavar="DIR",
         help="the task's workspace on the server (default: the server's --workspace)")  # fmt: skip
@@ -79,6 +80,24 @@ def add_parsers(subparsers: Any) -> None:
     add("--approve", choices=["always", "ask", "never"], default="ask",
         help="tool calls: run them, ask (answer with `callboard approve`/`deny`), or refuse "
         "(default: %(default)s)")  # fmt: skip
+    add("--provider", choices=PROVIDERS, default=None,
+        help="the wire of --model-url (default: the server's --provider)")  # fmt: skip
+    add("--approval-timeout", type=float, default=None, metavar="SECONDS",
+        help="an approval unanswered this long is denied (see --approval-default)")  # fmt: skip
+    add("--approval-default", choices=["deny", "approve"], default="deny",
+        help="what an approval becomes at its timeout (default: %(default)s)")  # fmt: skip
+    add("--context-window", type=int, default=None, metavar="TOKENS",
+        help="compact the conversation past this many tokens (default: the server's)")  # fmt: skip
+    # The budget: what the task may spend before on_budget acts (a task fails by default).
+    add("--max-tokens", type=int, default=None, metavar="N",
+        help="input and output tokens over the task's life")  # fmt: skip
+    add("--max-cost", type=float, default=None, metavar="COST",
+        help="cost at the server's --prices for the model")  # fmt: skip
+    add("--max-model-calls", type=int, default=None, metavar="N", help="model calls")
+    add("--max-tool-calls", type=int, default=None, metavar="N", help="tool calls")
+    add("--on-budget", choices=["fail", "pause", "ask"], default="fail",
+        help="a limit reached: fail the task, hold it for raise_budget, or ask as an "
+        "approval (default: %(default)s)")  # fmt: skip
     add_common(run)
     add("--json", action="store_true", help="print one JSON event object per line")
     run.set_defaults(func=run_task)
@@ -99,6 +118,15 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         deadline=args.deadline,
         approve=args.approve,
         workspace=workspace,
+        provider=args.provider,
+        approval_timeout=args.approval_timeout,
+        approval_default=args.approval_default,
+        context_window=args.context_window,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
+        max_model_calls=args.max_model_calls,
+        max_tool_calls=args.max_tool_calls,
+        on_budget=args.on_budget,
     )
 
 

@@ -4,7 +4,8 @@ OTP's ``sys:get_state``, ``replace_state``, ``suspend`` and ``resume`` over
 the gateway (docs/protocol.md, "Live attach"): ``state`` prints the actor's
 committed state and, with ``--set JSON``, replaces it (the kind's state type
 checks it; a refusal names the field and changes nothing); ``pause`` holds
-its mailbox, durably, until ``resume``; ``step`` hands a paused actor its
+its mailbox, durably, until ``resume`` (which says so when a budget, not
+a pause, holds the actor's turn); ``step`` hands a paused actor its
 next message and prints its seq once handled. The REPL offers the same verbs.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..client import Client
+from ..errors import CallboardError
 from ._commands import add_common, run_command
 from ._verbs import Output, Verb, json_argument
 
@@ -54,7 +56,31 @@ async def _pause(client: Client, args: argparse.Namespace, out: Output) -> None:
 
 async def _resume(client: Client, args: argparse.Namespace, out: Output) -> None:
     status = await client.resume(args.address)
-    out.emit(f"{args.address} {status}", {"actor": args.address, "status": status})
+    human = [f"{args.address} {status}"]
+    breach = await _budget_breach(client, args.address)
+    if breach is not None:
+        # A budget's pause is the turn's, not the mailbox's: resume does not lift it.
+        limit = breach.get("limit")
+        how = (
+            f"callboard approve {args.address} budget, or " if breach.get("policy") == "ask" else ""
+        )
+        human.append(
+            f"its turn is still held by its budget ({limit} reached); to go on: {how}"
+            f"callboard send {args.address} raise_budget '{{\"{limit}\": NEW}}'"
+        )
+    out.emit(human, {"actor": args.address, "status": status})
+
+
+async def _budget_breach(client: Client, address: str) -> dict[str, Any] | None:
+    """The budget breach holding the actor's turn, if its kind has a budget and one does."""
+    try:
+        view = await client.inspect(address)
+    except CallboardError:
+        return None  # resumed all the same; the note is only a help
+    summary = view.summary if isinstance(view.summary, dict) else {}
+    budget = summary.get("budget")
+    breach = budget.get("breach") if isinstance(budget, dict) else None
+    return breach if isinstance(breach, dict) else None
 
 
 async def _step(client: Client, args: argparse.Namespace, out: Output) -> None:

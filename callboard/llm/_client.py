@@ -56,7 +56,7 @@ from callboard.errors import ModelError
 
 from ._accumulate import AssistantReply
 from ._deltas import StreamDelta
-from ._failures import Call, Retry, status_failure
+from ._failures import Call, Retry, shown_url, status_failure
 from ._providers import Provider, check_provider, key_env_vars
 from ._sse import EventStreamDecoder, ServerSentEvent
 from ._wires import EventReader, reader_for, request_for
@@ -189,7 +189,7 @@ class ChatClient:
                 delay = self._delay(attempt, retry.retry_after)
                 _log.info(
                     "model call to %s failed (attempt %d of %d), retrying in %.2f s: %s",
-                    call.url,
+                    shown_url(call.url),
                     attempt,
                     self.max_attempts,
                     delay,
@@ -225,7 +225,7 @@ class ChatClient:
         )
         return Call(
             url=url,
-            base_url=base_url,
+            base_url=shown_url(base_url),  # named in errors only: the request uses url
             model=model,
             body=body,
             headers=headers,

@@ -20,6 +20,7 @@ import json
 import math
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import httpx
@@ -43,6 +44,7 @@ __all__ = [
     "error_object",
     "redact",
     "retry_after",
+    "shown_url",
     "status_failure",
 ]
 
@@ -211,3 +213,17 @@ def retry_after(headers: httpx.Headers) -> float | None:
 
 def redact(text: str, key: str | None) -> str:
     return text.replace(key, "[redacted]") if key else text
+
+
+def shown_url(url: str) -> str:
+    """``url`` as errors and logs name it: a password in it (``http://me:PASS@host``,
+    which httpx sends as basic auth) replaced by ``***``, since errors become events."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

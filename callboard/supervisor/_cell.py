@@ -209,9 +209,9 @@ class ActorCell(Controls):
 
     @property
     def waiting_for_approval(self) -> bool:
-        """A tool call of the live actor waits for a person's answer (``ls``: waiting)."""
+        """The live actor's work waits for a person's answer (``ls``: waiting)."""
         actor = self._actor
-        return actor is not None and bool(actor.pending_approvals())
+        return actor is not None and actor.waits_for_person()
 
     # -- what the context asks for ----------------------------------------
 

@@ -5,7 +5,8 @@ callboard's actors. A request is a `Control` queued on the actor's cell; the
 cell's own task runs it at the top of its mailbox loop, between two batches
 (`Controls._run_controls`), so it never races a handler: a state edit is a
 step of its own under the cell's `StepLock`, committed with its
-``actor.state_replaced`` event. A resting cell is woken for a request, and a
+``actor.state_replaced`` event, and refused while an activity runs (it
+holds the state it drives). A resting cell is woken for a request, and a
 paused one is still woken for requests and for ``stop``, never for a
 message: while paused its mailbox fills (and persists) with no wake-up and
 no task per message, and it may rest and passivate as an idle one does.
@@ -86,6 +87,8 @@ class Controls:
         _inbox: Inbox
         _finished: bool
 
+        _activities: trio.Nursery | None
+
         def _work_arrived(self) -> None: ...
         def _lifecycle(self, type: str, data: dict[str, Any]) -> None: ...
         async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> CommitResult: ...
@@ -129,6 +132,10 @@ class Controls:
                 request.fail(RuntimeClosed(f"the runtime closed before {self.address} could "
                                            f"{request.what}"))  # fmt: skip
 
+    def _working(self) -> bool:
+        """An activity of the actor is running."""
+        return self._activities is not None and bool(self._activities.child_tasks)
+
     async def _run_controls(self, actor: Actor, ctx: Context) -> None:
         """Run the queued requests in order (the mailbox loop calls this)."""
         # Until the queue is empty, or a step ended the actor (it stopped
@@ -140,6 +147,19 @@ class Controls:
                     BadRequest(
                         f"{self.address} is not paused, so it handles its mailbox by itself; "
                         "pause it first to step it one message at a time"
+                    )
+                )
+                continue
+            if request.what == "replace_state" and self._working():
+                # An activity (a session's turn) holds the state's objects and
+                # commits them as it goes: a state put in under it would be
+                # lost at its next checkpoint, or leave it driving a stale one.
+                request.fail(
+                    BadRequest(
+                        f"{self.address} has work running (an activity, such as a session's "
+                        "turn), which holds its state: the new state would be lost under it. "
+                        "Wait for the work to end (cancel a turn) and set the state then; "
+                        "nothing was changed"
                     )
                 )
                 continue

@@ -4,7 +4,8 @@ A spec names secrets rather than holding them (``api_key_env`` names a
 variable), but a person may still put one in: a key named like a secret
 (``token``, ``password``, ``api_key``, ...), a URL with a password or a key
 in its query. Those values are shown as `MASK`; names of variables
-(``*_env``) are not secrets and stay. Pure: no I/O.
+(``*_env``) are not secrets and stay, and nor is a number of model tokens
+(``max_tokens``, a budget's limit). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -26,11 +27,19 @@ def _is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) and not name.lower().endswith("_env")
 
 
+def _counts_tokens(name: str, value: Any) -> bool:
+    """A count of model tokens (``max_tokens``, ``prompt_tokens``): a number, no secret."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and name.lower().endswith("_tokens")
+
+
 def mask_secrets(value: Any) -> Any:
     """``value`` (JSON) with every secret value replaced by `MASK`."""
     if isinstance(value, dict):
         return {
-            k: MASK if isinstance(k, str) and _is_secret_name(k) and v else mask_secrets(v)
+            k: MASK
+            if isinstance(k, str) and _is_secret_name(k) and v and not _counts_tokens(k, v)
+            else mask_secrets(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
