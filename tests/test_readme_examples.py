@@ -1,6 +1,7 @@
-"""Every ``python`` example in README.md runs as printed.
+"""Every ``python`` example in README.md (and docs/agents.md, where the README's
+agent sections keep their longer examples) runs as printed.
 
-The blocks are read from README.md itself (no copy lives here), each is
+The blocks are read from the documents themselves (no copy lives here), each is
 written to an empty directory and run there as a real Python process, with
 ``$CALLBOARD_MODEL_URL`` pointing at the scripted model on loopback (the
 examples that need a model read it from there, as the README shows).
@@ -19,7 +20,8 @@ from scripted_model import ScriptedModel, text, tool_call
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-EXAMPLES = BLOCK.findall((REPO / "README.md").read_text())
+DOCUMENTS = ("README.md", "docs/agents.md")
+EXAMPLES = [code for doc in DOCUMENTS for code in BLOCK.findall((REPO / doc).read_text())]
 
 
 def _name(code: str) -> str:
