@@ -5,6 +5,9 @@ a server the session starts: ``pg_server``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,44 @@ from store_backends import Backend, PostgresBackend, SqliteBackend
 def operator_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients find the in-process test gateways' token where a user keeps one."""
     monkeypatch.setenv("CALLBOARD_TOKEN", TEST_TOKEN)
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Kill what a test started in its own directory and left running.
+
+    Shell jobs are detached by design (they outlive their server), so a test
+    that fails before it lets its job end would leave the job running for as
+    long as the machine is up. Anything whose working directory or command
+    line names the test's ``tmp_path`` is that test's, and goes with it.
+    """
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp = str(request.getfixturevalue("tmp_path"))
+    yield
+    for group in _process_groups_under(tmp):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def _process_groups_under(tmp: str) -> set[int]:
+    ours = os.getpgid(0)
+    groups = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry.name}/cwd")
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                command = f.read().decode(errors="replace")
+            group = os.getpgid(int(entry.name))
+        except (OSError, ValueError):
+            continue  # gone, or not ours to read
+        inside = cwd == tmp or cwd.startswith(tmp + "/") or tmp + "/" in command
+        if inside and group != ours:
+            groups.add(group)
+    return groups
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -4,6 +4,10 @@ gateway's ``output`` op, docs/protocol.md)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 import trio
 from console_helpers import browser, console, console_url, driver
 from scripted_model import ScriptedModel, text, tool_call
@@ -13,6 +17,16 @@ __all__ = ["browser", "driver"]  # the fixtures, for pytest to find here
 
 
 RELEASE = "while [ ! -e release ]; do sleep 0.05; done"  # the job waits for the test
+
+
+@contextlib.contextmanager
+def _released(workspace: Path) -> Iterator[None]:
+    """Let the job end whatever happens: a detached job outlives its server by
+    design, and one left waiting would run on after a failed test."""
+    try:
+        yield
+    finally:
+        (workspace / "release").touch()
 
 
 async def test_a_background_job_shows_its_output_while_it_runs_and_after_it_exits(
@@ -26,7 +40,7 @@ async def test_a_background_job_shows_its_output_while_it_runs_and_after_it_exit
         text("It runs in the background."),
         text("The job has finished."),
     ]
-    with ScriptedModel(script) as model, trio.fail_after(180):
+    with ScriptedModel(script) as model, trio.fail_after(180), _released(workspace):
         async with console(tmp_path, model) as served, connect_to(served) as wire:
             spec = {"workspace": str(workspace), "approvals": "always"}
             await wire.ok("spawn", kind="session", name="s4", spec=spec)
