@@ -22,7 +22,9 @@ import trio
 from serve_helpers import read_line, serve_env
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
-SERVING = re.compile(r"^callboard serving ws://\S+ with data in (\S+?), metrics at (http://\S+)$")
+SERVING = re.compile(
+    r"^callboard serving ws://\S+ with data in (\S+?)(?:, console at \S+)?, metrics at (http://\S+)$"
+)
 
 
 def unit_setting(name: str) -> str:

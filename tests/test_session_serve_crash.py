@@ -27,7 +27,9 @@ from wires import WIRES
 import callboard
 from callboard.client import Backoff, connect
 
-LINE = re.compile(r"^callboard serving (ws://127\.0\.0\.1:(\d+)/v1) with data in (\S+)$")
+LINE = re.compile(
+    r"^callboard serving (ws://127\.0\.0\.1:(\d+)/v1) with data in (\S+?)(?:, console at \S+)?$"
+)
 FAST = Backoff(first=0.01, cap=0.1)
 PROMPT = "log one run in log.txt"
 # A second run of this edit would leave "ran" twice in the file.
