@@ -192,7 +192,7 @@ async def test_a_second_process_under_a_node_name_takes_it_over_and_the_first_ta
                     await first.commit(Commit("k/x", cursor=1))
                 (row,) = rows(pg_url, "SELECT node, COUNT(*) FROM callboard_nodes GROUP BY node")
     assert row == ("n", 1)
-    assert "node 'n' was live under another life" in caplog.text
+    assert "node 'n' was still live under an earlier life" in caplog.text
 
 
 async def test_a_node_gone_for_ten_lease_periods_is_forgotten_and_one_just_lapsed_is_listed(

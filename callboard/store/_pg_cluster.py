@@ -146,8 +146,9 @@ class PgCluster(OpQueue):
         conn = self._control_connection()
         if lease.register(conn, self.node, self._lease_life, self._lease_ttl):
             log.warning(
-                "node %r was live under another life: it is fenced from now on (two "
-                "processes must not share a node name)", self.node,
+                "node %r was still live under an earlier life (a restart after a crash, "
+                "or another process with this name: two must not share one): that life "
+                "is fenced from now on", self.node,
             )  # fmt: skip
         self._forget_gone(conn)
 
