@@ -54,9 +54,20 @@ def enqueue(
     return StoredAck(address, seq, False)
 
 
+class ActorRowRaced(Exception):
+    """The actor's row was created by another writer after this transaction
+    looked for it (several nodes on PostgreSQL, whose statements each see the
+    latest commit): the batch is run again, and then finds it."""
+
+
 def _missing_or_final(conn: sqlite3.Connection, item: Enqueue, now: float) -> Exception | None:
     """Why an actor did not take a message, or None once a virtual one was created."""
-    row = conn.execute("SELECT status FROM actors WHERE address = ?", (item.address,)).fetchone()
+    row = conn.execute(
+        "SELECT status, final FROM actors WHERE address = ?", (item.address,)
+    ).fetchone()
+    if row is not None and not row[1]:
+        # Not final, yet the counters found none: it appeared in between.
+        raise ActorRowRaced(f"the row of {item.address!r} was created meanwhile")
     if row is not None:
         return ActorStopped(
             f"{item.address!r} is {row[0]} and takes no more messages; "

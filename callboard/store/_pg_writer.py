@@ -37,6 +37,7 @@ import trio
 
 from ..errors import StoreUnavailable, UnknownOutcome
 from ._op_queue import OpQueue, _Op
+from ._ops_mailbox import ActorRowRaced
 from ._pg_connect import SecretUrl, scrub
 from ._pg_dialect import SqliteDialect
 from ._pg_lease import FENCES
@@ -61,6 +62,7 @@ _CONFLICTS = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.SerializationFailure,
     psycopg.errors.UniqueViolation,
+    ActorRowRaced,
 )
 
 
