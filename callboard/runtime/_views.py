@@ -29,21 +29,23 @@ async def inspect(cells: Directory, address: str) -> ActorView:
     record = await cells.store.actor(address)
     if record is None:
         raise UnknownActor(f"there is no actor at {address!r}")
+    spec = loads(record.spec) if record.spec else None
     if record.state is not None:
         state = loads(record.state)
     else:
-        spec = loads(record.spec) if record.spec else None
         try:
-            if cls.spec_type is not None and spec is not None:
-                spec = converter.structure(spec, cls.spec_type)
+            typed = (
+                converter.structure(spec, cls.spec_type)
+                if cls.spec_type is not None and spec is not None
+                else spec
+            )
         except Exception:
             # A spec that no longer structures: the actor fails on it, and its
             # last_error (below) says why; there is no state to show.
             state = None
         else:
             # A bug of the kind's own is not caught: it is answered ``internal``.
-            state = converter.unstructure(cls.initial_state(spec))
-    spec = loads(record.spec) if record.spec else None
+            state = converter.unstructure(cls.initial_state(typed))
     return ActorView(
         actor=address,
         kind=record.kind,
