@@ -22,7 +22,7 @@ from ..client import Client, ConnectionFailed
 from ..views import OutputPage
 from ._commands import add_common, run_command
 from ._render import LineWriter
-from ._verbs import Output, Verb
+from ._verbs import Output, Verb, whole_number
 
 __all__ = ["OUTPUT", "add_parsers", "read_all"]
 
@@ -32,19 +32,9 @@ def _job(text: str) -> str:
     return text if "/" in text else f"job/{text}"
 
 
-def _byte_offset(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
-
-
 def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", metavar="JOB", type=_job, help="the job, job/ID or ID")
-    p.add_argument("--after", metavar="BYTES", type=_byte_offset, default=0,
+    p.add_argument("--after", metavar="BYTES", type=whole_number, default=0,
                    help="start at this byte of the output (default 0: from the start)")  # fmt: skip
     p.add_argument("--follow", action="store_true",
                    help="wait for more until the job has ended")  # fmt: skip

@@ -42,6 +42,7 @@ from ..tools import Sandbox, probe_sandbox
 from ._logs import configure_logging, log_lifecycle
 from ._metrics import serve_metrics
 from ._prices import read_prices
+from ._verbs import whole_number
 
 __all__ = ["add_parsers", "load_kind", "run_serve"]
 
@@ -138,7 +139,7 @@ def add_parsers(subparsers: Any) -> None:
         help="the network sandboxed commands get (%(default)s)")  # fmt: skip
     add("--activation-quota", type=int, default=1000, metavar="N",
         help="new actors one token may create per minute (%(default)s; 0: no limit)")  # fmt: skip
-    add("--outage-retry-limit", type=_retries, default=None, metavar="N",
+    add("--outage-retry-limit", type=whole_number, default=None, metavar="N",
         help="times a turn parked while its model server is down asks again before it "
         "fails (default: no count; 0: do not wait)")  # fmt: skip
     add("--outage-retry-for", type=_seconds, default=None, metavar="SECONDS",
@@ -152,17 +153,6 @@ def _tokens(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of tokens, got {text!r}")
     return int(text)
-
-
-def _retries(text: str) -> int:
-    """``--outage-retry-limit``: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
 
 
 def _seconds(text: str) -> float:

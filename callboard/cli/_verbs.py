@@ -31,6 +31,7 @@ __all__ = [
     "json_argument",
     "table",
     "target_argument",
+    "whole_number",
 ]
 
 
@@ -197,12 +198,13 @@ async def _stop(client: Client, args: argparse.Namespace, out: Output) -> None:
 def _tail_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("address", metavar="ADDRESS", type=target_argument,
                    help="KIND/NAME, or KIND/* or * (live only)")  # fmt: skip
-    p.add_argument("--after", metavar="N", type=_seq, default=None,
+    p.add_argument("--after", metavar="N", type=whole_number, default=None,
                    help="first replay every stored event with a seq above N (0: all)")  # fmt: skip
 
 
-def _seq(text: str) -> int:
-    """An event seq for ``--after``: a whole number >= 0 (bad usage otherwise, exit 2)."""
+def whole_number(text: str) -> int:
+    """An argparse ``type``: a whole number >= 0 (an event seq for ``--after``, a
+    byte offset, a count of retries); bad usage otherwise, exit 2."""
     try:
         value = int(text)
     except ValueError:
