@@ -166,12 +166,17 @@ class PgCluster(OpQueue):
             conn = self._control_connection()
             return lease.rejoin(conn, self.node, self._lease_life, self._lease_ttl)
         except psycopg.Error as exc:
-            if self._control is not None:
-                self._control.close()
-            raise StoreUnavailable(
-                f"node {self.node!r} cannot start a new lease: "
-                f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
+            raise self._control_failed(
+                f"node {self.node!r} cannot start a new lease", exc
             ) from None
+
+    def _control_failed(self, what: str, exc: psycopg.Error) -> StoreUnavailable:
+        """The lease's connection failed: it goes (the next call connects again),
+        and the error says ``what`` could not be done, the password scrubbed."""
+        if self._control is not None:
+            self._control.close()
+        reason = scrub(str(exc).strip() or type(exc).__name__, self._url.secret)
+        return StoreUnavailable(f"{what}: {reason}")
 
     def _control_connection(self) -> psycopg.Connection[Any]:
         conn = self._control
@@ -186,11 +191,8 @@ class PgCluster(OpQueue):
             conn = self._control_connection()
             live = lease.renew(conn, self.node, self._lease_life, self._lease_ttl)
         except psycopg.Error as exc:
-            if self._control is not None:
-                self._control.close()
-            raise StoreUnavailable(
-                f"cannot renew the lease of node {self.node!r}: "
-                f"{scrub(str(exc).strip() or type(exc).__name__, self._url.secret)}"
+            raise self._control_failed(
+                f"cannot renew the lease of node {self.node!r}", exc
             ) from None
         if live:
             self._forget_gone(conn)
