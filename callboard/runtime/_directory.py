@@ -22,7 +22,7 @@ from ..codec import loads
 from ..errors import BadRequest, RuntimeClosed, StoreUnavailable, UnknownKind
 from ..mailbox import KIND_PATTERN, Event, Message, parse_address
 from ..store import CommitResult, Enqueue, Store, StoredAck
-from ..supervisor import ActorCell
+from ..supervisor import ActorCell, Lane
 from ._claims import Claims
 from ._config import RuntimeConfig
 from ._hub import Hub
@@ -63,6 +63,7 @@ class Directory:
         self.inbox_limit = config.inbox_limit
         self.batch_max = config.batch_max
         self.passivation_slots = trio.Semaphore(config.passivating_at_once)
+        self.lane = Lane()
         self.passivate_after = config.passivate_after
         self.settings = settings
         self.counts: Counter[str] = Counter()

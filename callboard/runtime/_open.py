@@ -83,6 +83,9 @@ async def open_runtime(
         # and its correction (see SteadyWallClock).
         backend.key_clock = rt._steady.never_behind
         async with trio.open_nursery() as background:
+            # Before any cell: it outlives them all (their in-flight commits
+            # are the writer's to finish, not the lane's).
+            await background.start(cells.lane.run, name="lane")
             try:
                 async with trio.open_nursery() as actors:
                     cells.nursery = actors

@@ -131,7 +131,10 @@ class PgFencedWrites(OpQueue):
         self, address: str, write: Callable[[Any, float], Any], touches: Sequence[str] = ()
     ) -> Any:
         epoch, op = self._fenced_op(address, write, touches)
-        result = await self._submit(op)
+        return self._unfenced(address, epoch, await self._submit(op))
+
+    def _unfenced(self, address: str, epoch: int | None, result: Any) -> Any:
+        """The result of a fenced op as its caller should hear it (raises `LeaseLost`)."""
         if result is _FENCED:
             if epoch is not None and self._epochs.get(address) == epoch:
                 del self._epochs[address]
@@ -143,7 +146,7 @@ class PgFencedWrites(OpQueue):
             return result.result
         return result
 
-    async def commit(self, c: Commit) -> CommitResult:
+    def _commit_write(self, c: Commit) -> Callable[[Any, float], CommitResult]:
         state, notes = self._state, self._notes
 
         def write(conn: Any, now: float) -> CommitResult:
@@ -152,9 +155,26 @@ class PgFencedWrites(OpQueue):
                 notes.add((EVENTS, c.address))  # subscribers on other nodes read them
             return result
 
+        return write
+
+    async def commit(self, c: Commit) -> CommitResult:
         touches = [s.address for s in c.sends]  # its sends lock their recipients' rows
-        result: CommitResult = await self._fenced_submit(c.address, write, touches)
+        result: CommitResult = await self._fenced_submit(c.address, self._commit_write(c), touches)
         return result
+
+    def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
+        address = c.address
+        epoch, op = self._fenced_op(address, self._commit_write(c), [s.address for s in c.sends])
+
+        def told(outcome: Any) -> None:
+            if not isinstance(outcome, BaseException):
+                try:
+                    outcome = self._unfenced(address, epoch, outcome)
+                except LeaseLost as lost:
+                    outcome = lost
+            then(outcome)
+
+        return self._submit_soon(op, told)
 
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None

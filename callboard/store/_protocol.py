@@ -105,9 +105,21 @@ class Store(Protocol):
         """One actor's handled batch: state, cursor, events, sends, timers, logs."""
         ...
 
+    def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
+        """`commit` without waiting: ``then`` is called on the trio thread with
+        its result once it is durable, or with the exception that refused it.
+        Returns False, having queued nothing, when that would have to wait."""
+        ...
+
     async def after_next_commit(self) -> None:
         """Return once the group commit being written (or, with writes queued,
         the next one) is done; at once when the writer is idle. Writes nothing."""
+        ...
+
+    def call_after_next_commit(self, fn: Callable[[], None]) -> bool:
+        """`after_next_commit` without waiting: ``fn`` is called on the trio
+        thread once that group commit is done. False, keeping nothing, when
+        the writer is idle (there is nothing to wait for)."""
         ...
 
     async def mark_attempts(

@@ -10,6 +10,8 @@ commit of delay in handling; the sender's ack does not wait for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 __all__ = ["GroupCommits"]
@@ -18,10 +20,11 @@ __all__ = ["GroupCommits"]
 class GroupCommits:
     """Waiters for the end of the next group commit; set by the writer loop."""
 
-    __slots__ = ("_done", "_writing")
+    __slots__ = ("_done", "_then", "_writing")
 
     def __init__(self) -> None:
         self._done = trio.lowlevel.ParkingLot()
+        self._then: list[Callable[[], None]] = []
         self._writing = False
 
     def started(self) -> None:
@@ -31,6 +34,19 @@ class GroupCommits:
         """A batch is committed (or refused) and its writers were told: wake the rest."""
         self._writing = False
         self._done.unpark_all()
+        if self._then:
+            then, self._then = self._then, []
+            for fn in then:
+                fn()
+
+    def call_after_next(self, fn: Callable[[], None], queued: bool) -> bool:
+        """`after_next` without a task: ``fn`` is called (on the trio thread, by
+        the writer) once that group commit is done. False, and ``fn`` is not
+        kept, when the writer has nothing to do."""
+        if self._writing or queued:
+            self._then.append(fn)
+            return True
+        return False
 
     async def after_next(self, queued: bool) -> None:
         """Once the batch being written, or the next one when ``queued``, is done;

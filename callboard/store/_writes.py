@@ -56,6 +56,10 @@ class StoreWrites(OpQueue):
         state = self._state
         return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
 
+    def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
+        state = self._state
+        return self._submit_soon(lambda conn, now: commit_ops.commit(conn, state, c, now), then)
+
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None
     ) -> None:
@@ -97,6 +101,11 @@ class StoreWrites(OpQueue):
     async def after_next_commit(self) -> None:
         """See `Store.after_next_commit`."""
         await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
+
+    def call_after_next_commit(self, fn: Callable[[], None]) -> bool:
+        """See `Store.call_after_next_commit`."""
+        queued = self._send.statistics().current_buffer_used > 0
+        return self._group_commits.call_after_next(fn, queued)
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
         return await self._submit(

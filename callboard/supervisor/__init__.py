@@ -11,6 +11,7 @@ against intensity in a `RestartWindow`.
 from .._retry import Backoff as Backoff
 from ._cell import ActorCell as ActorCell
 from ._controls import Control as Control
+from ._lane import Lane as Lane
 from ._log_actor import current_actor as current_actor
 from ._restore import restore as restore
 from ._services import CellServices as CellServices
@@ -26,6 +27,7 @@ __all__ = [
     "CellState",
     "ChildSpec",
     "Control",
+    "Lane",
     "Strategy",
     "current_actor",
     "restore",

@@ -26,11 +26,12 @@ from ..errors import (
     UnknownOutcome,
 )
 from ..mailbox import Event, Message
-from ..store import CommitResult, NewEvent
+from ..store import Commit, CommitResult, NewEvent
 from ._commits import build_commit
 from ._controls import Controls
 from ._crashes import Verdict, crash_verdict, died_handling
 from ._inbox import Inbox
+from ._lane import FastLane, never_suspends
 from ._log_actor import current_actor
 from ._restore import restore
 from ._services import CellServices
@@ -48,19 +49,30 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-class ActorCell(Controls):
+class ActorCell(Controls, FastLane):
     """The supervised home of one actor while it is active (``Controls``: an
-    operator's pause, resume, step and state edit, run between its batches)."""
+    operator's pause, resume, step and state edit, run between its batches;
+    ``FastLane``: its plain steps run without its task, when its handler
+    never suspends)."""
 
     # Slots: one of these per active actor, and a dict per instance is ~1 KB.
     __slots__ = (
         "_activities",
         "_actor",
+        "_context",
         "_current",
         "_cursor",
         "_done",
+        "_fast",
         "_finished",
         "_inbox",
+        "_lane_busy",
+        "_lane_crash",
+        "_lane_ctx",
+        "_lane_deferred",
+        "_lane_handoff",
+        "_lane_ok",
+        "_lane_queued",
         "_last_error",
         "_last_error_seq",
         "_last_state",
@@ -125,6 +137,7 @@ class ActorCell(Controls):
         self._restart_window: RestartWindow | None = None  # made at the first crash
         self.commit_failure: str | None = None
         """Why its last commit failed (the store refused it), until a step commits."""
+        self._lane_init()
 
     @property
     def done(self) -> trio.Event:
@@ -161,9 +174,25 @@ class ActorCell(Controls):
         if self.state is CellState.RESTING:
             self._wake_from_rest()
             return
+        if self._lane_offer():
+            return  # the lane steps it; its task stays parked
         self._wakeup.set()
         if self._slot_wait is not None:
             # Waiting for its turn to passivate: it has work now instead.
+            self._slot_wait.cancel()
+
+    def _rouse(self) -> None:
+        """Wake the task for what only it does; the lane hands it nothing more."""
+        self._lane_ok = False
+        self._wakeup.set()
+
+    def _wake_task(self) -> None:
+        """A stop or an operator's request arrived: the task's work, never the lane's."""
+        if self.state is CellState.RESTING:
+            self._wake_from_rest()
+            return
+        self._rouse()
+        if self._slot_wait is not None:
             self._slot_wait.cancel()
 
     def request_passivation(self) -> None:
@@ -172,17 +201,17 @@ class ActorCell(Controls):
         if self.state is CellState.RESTING:
             self._wake_from_rest()
         else:
-            self._wakeup.set()
+            self._rouse()
 
     def request_rest(self) -> None:
         """The runtime's sweeper found this actor idle for ``rest_after``."""
         if self.state is CellState.IDLE:
             self._rest_requested = True
-            self._wakeup.set()
+            self._rouse()
 
     def request_stop(self) -> None:
         self._stop_requested = True
-        self._work_arrived()
+        self._wake_task()
 
     def runtime_closing(self) -> None:
         """The runtime closes: a resting cell ends here (its last commit holds
@@ -244,7 +273,7 @@ class ActorCell(Controls):
             await fn(*args)
         finally:
             # The mailbox loop may be waiting to passivate once activities end.
-            self._wakeup.set()
+            self._rouse()
 
     async def checkpoint(self) -> None:
         if self._lock.owner is trio.lowlevel.current_task():
@@ -253,7 +282,7 @@ class ActorCell(Controls):
             async with self._lock:
                 await self._commit()
         if self.state is CellState.ENDED:
-            self._wakeup.set()
+            self._rouse()
 
     # -- the supervised life ------------------------------------------------
 
@@ -262,6 +291,7 @@ class ActorCell(Controls):
         on crashes. ``resumed``: it rested, and goes on from memory."""
         # This task's own context (copied from whichever task activated it).
         current_actor.set(self.address)
+        self._context = trio.lowlevel.current_task().context  # the lane's handlers run in it
         resting = False
         try:
             if not resumed:
@@ -298,6 +328,7 @@ class ActorCell(Controls):
                     restarted, resumed = True, False
                     await self._fill()
         finally:
+            self._context = None
             if resting:
                 self.state = CellState.RESTING
                 self._svc.counted("rests")
@@ -326,6 +357,7 @@ class ActorCell(Controls):
             return False
         actor = restore(self.kind, self.address, record)
         self._actor = actor
+        self._fast = never_suspends(actor.handle)
         self._cursor = record.cursor
         self._last_state = record.state
         self._last_error = record.last_error
@@ -352,10 +384,12 @@ class ActorCell(Controls):
                 return await self._mailbox_loop(actor, ctx)
             finally:
                 self._activities = None
+                self._lane_ctx = None
                 nursery.cancel_scope.cancel()
 
     async def _mailbox_loop(self, actor: Actor, ctx: Context) -> bool:
         """Until it ends (False) or rests (True)."""
+        self._lane_ctx = ctx
         while self.state is not CellState.ENDED:
             if self._controls:
                 await self._run_controls(actor, ctx)
@@ -380,10 +414,9 @@ class ActorCell(Controls):
                 if not (self._passivation_requested or self._rest_requested):
                     self.idle_since = trio.current_time()
                     self.state = CellState.IDLE
-                    try:
-                        await self._wakeup.wait()
-                    finally:
-                        self.state = CellState.RUNNING
+                    await self._idle()  # the lane may step it meanwhile
+                    if self.state is CellState.ENDED:
+                        break  # it stopped itself in a step the lane ran
                 idle_since, self.idle_since = self.idle_since, None
                 requested, self._passivation_requested = self._passivation_requested, False
                 rest, self._rest_requested = self._rest_requested, False
@@ -491,6 +524,20 @@ class ActorCell(Controls):
 
     async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> CommitResult:
         bookkeeping = bool(lifecycle)  # a crash's record, not a step of the actor
+        commit, state = self._prepare_commit(cursor, lifecycle)
+        try:
+            result = await self._svc.store.commit(commit)
+        except (StoreUnavailable, UnknownOutcome) as exc:
+            # Until a commit goes through, inspect tells that this actor is stuck.
+            self.commit_failure = str(exc)
+            raise
+        self._committed(commit, result, state, bookkeeping)
+        return result
+
+    def _prepare_commit(
+        self, cursor: int | None, lifecycle: dict[str, Any]
+    ) -> tuple[Commit, bytes | None]:
+        """The commit of what the actor did since the last (and the snapshot in it)."""
         effects, self.effects = self.effects, Effects()
         state: bytes | None = None
         busy: bool | None = None
@@ -507,18 +554,16 @@ class ActorCell(Controls):
             self.address, self.kind.state_version, effects, state, busy, cursor,
             lifecycle, self.wall_time(),
         )  # fmt: skip
-        status, final = commit.status, commit.final
-        try:
-            result = await self._svc.store.commit(commit)
-        except (StoreUnavailable, UnknownOutcome) as exc:
-            # Until a commit goes through, inspect tells that this actor is stuck.
-            self.commit_failure = str(exc)
-            raise
+        return commit, state
+
+    def _committed(
+        self, commit: Commit, result: CommitResult, state: bytes | None, bookkeeping: bool
+    ) -> None:
+        """``commit`` is durable: only now may anyone hear of it."""
         if not bookkeeping:
             self.commit_failure = None
         if commit.attempts is not None:
             self._pending_attempts = None
-        # Durable from here on: only now may anyone hear of it.
         self._svc.counted("commits")
         if commit.dead_letter is not None:
             self._svc.counted("dead_letters")
@@ -526,6 +571,7 @@ class ActorCell(Controls):
             # A copy of its exact size: orjson's buffer is 4 KB whatever it
             # holds, and every active actor keeps its last snapshot.
             self._last_state = bytes(memoryview(state))
+        cursor = commit.cursor
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
             self._svc.cursor_advanced(self.address, cursor)
@@ -542,10 +588,9 @@ class ActorCell(Controls):
             self._svc.route(commit.sends, result)
         if commit.timers:
             self._svc.timers_changed()
-        if final:
-            self.final_status = status
+        if commit.final:
+            self.final_status = commit.status
             self.state = CellState.ENDED
-        return result
 
     def _dead_letter(self, message: Message, error: CrashReason) -> None:
         error_json = dumps({**error.to_json(), "seq": message.seq})

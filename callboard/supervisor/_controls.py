@@ -89,7 +89,7 @@ class Controls:
 
         _activities: trio.Nursery | None
 
-        def _work_arrived(self) -> None: ...
+        def _wake_task(self) -> None: ...
         def _lifecycle(self, type: str, data: dict[str, Any]) -> None: ...
         async def _commit(self, *, cursor: int | None = None, **lifecycle: Any) -> CommitResult: ...
         async def _handle(self, actor: Actor, ctx: Context, batch: list[Message]) -> None: ...
@@ -111,7 +111,7 @@ class Controls:
         if self._controls is None:
             self._controls = []
         self._controls.append(request)
-        self._work_arrived()
+        self._wake_task()
         await request.done.wait()
         if request.error is not None:
             raise request.error

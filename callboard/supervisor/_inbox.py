@@ -136,6 +136,11 @@ class Inbox:
     def __len__(self) -> int:
         return len(self._messages)
 
+    @property
+    def next_attempt(self) -> int:
+        """The attempt the next message to take is on (not empty: check ``len`` first)."""
+        return self._messages[0].attempt
+
     def take(self, batch_max: int) -> list[Message]:
         """The next batch to handle (not empty: check ``len`` first).
 

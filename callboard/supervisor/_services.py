@@ -17,6 +17,7 @@ from ..store import CommitResult, Enqueue, Store
 
 if TYPE_CHECKING:
     from ._cell import ActorCell
+    from ._lane import Lane
 
 __all__ = ["CellServices"]
 
@@ -29,6 +30,8 @@ class CellServices(Protocol):
     batch_max: int
     passivate_after: float
     passivation_slots: trio.Semaphore
+    lane: Lane
+    """Steps the cells whose handler never suspends, without their tasks."""
 
     def settings_for(self, kind: str) -> Mapping[str, Any]: ...
     def wall_time(self) -> float: ...
