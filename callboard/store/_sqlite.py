@@ -39,6 +39,7 @@ from ._schema import prepare as prepare_schema
 from ._single_node import SingleNode
 from ._sqlite_reads import SqliteReads
 from ._wal import WalCheckpointer, limit_wal
+from ._worker import WorkerThread
 from ._writer import BatchWriter
 from ._writes import StoreWrites
 
@@ -119,6 +120,7 @@ class SqliteStore(BatchWriter, SqliteReads, StoreWrites, SingleNode):
         self._recoveries = 0
         self._full = FullDisk(directory)
         self._group_commits = GroupCommits()
+        self._worker = WorkerThread("callboard writer")
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:

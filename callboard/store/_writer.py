@@ -27,6 +27,7 @@ from ._op_queue import OpQueue, _Op
 from ._rhythm import GroupCommits
 from ._sqlite_ops import WriterState
 from ._wal import WalCheckpointer
+from ._worker import WorkerThread
 
 log = logging.getLogger("callboard.store")
 
@@ -64,6 +65,7 @@ class BatchWriter(OpQueue):
     _recoveries: int
     _full: FullDisk
     _group_commits: GroupCommits
+    _worker: WorkerThread
 
     def _refusing(self) -> bool:
         """The disk is full (see `FullDisk`): writes are refused until there is room."""
@@ -92,9 +94,10 @@ class BatchWriter(OpQueue):
                 # arrive meanwhile queue up and share the next commit.
                 if self._wal.due():
                     assert self._writer is not None
-                    await trio.to_thread.run_sync(self._wal.checkpoint, self._writer)
+                    await self._worker.run(self._wal.checkpoint, self._writer)
         finally:
             self._close_queue()
+            self._worker.stop()
 
     async def _write(self, batch: list[_Op]) -> None:
         """One transaction for the whole batch.
@@ -102,7 +105,7 @@ class BatchWriter(OpQueue):
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to a thread, and the event loop runs on meanwhile. A batch with
+        goes to the writer's thread, and the event loop runs on meanwhile. A batch with
         a slow op (a retention step, a few ms of deleting) runs in a thread
         whole: SQLite lets go of the GIL while it works.
         """
@@ -113,14 +116,14 @@ class BatchWriter(OpQueue):
         now = self._clock()
         state.key_stamp = self.key_clock()
         if any(op.slow for op in batch):
-            await trio.to_thread.run_sync(self._run_batch, batch, now)
+            await self._worker.run(self._run_batch, batch, now)
             return
         try:
             # busy_timeout is 0 on the writer: this never blocks the event loop.
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:
             # Someone else holds the write lock: wait for it off the event loop.
-            await trio.to_thread.run_sync(self._run_batch, batch, now)
+            await self._worker.run(self._run_batch, batch, now)
             return
         try:
             for op in batch:
@@ -133,10 +136,10 @@ class BatchWriter(OpQueue):
             # error where a statement spilled pages to the WAL does.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            await trio.to_thread.run_sync(self._run_batch, batch, now)
+            await self._worker.run(self._run_batch, batch, now)
             return
         try:
-            await trio.to_thread.run_sync(conn.execute, "COMMIT")
+            await self._worker.run(conn.execute, "COMMIT")
         except BaseException as exc:
             # Whatever became of the transaction, the table is the truth now.
             state.forget()
@@ -179,7 +182,7 @@ class BatchWriter(OpQueue):
     async def _recover(self) -> bool:
         """Reopen the files after a fail-stop; True once the store takes writes again."""
         try:
-            await trio.to_thread.run_sync(self._reopen)
+            await self._worker.run(self._reopen)
         except (sqlite3.Error, OSError) as exc:
             self._stopped_by = exc if isinstance(exc, sqlite3.Error) else self._stopped_by
             return False
