@@ -234,7 +234,14 @@ class FastLane:
             await self._commit_handoff(*handoff)
         crash, self._lane_crash = self._lane_crash, None
         if crash is not None:
-            raise crash
+            # The failed step's lock, released as its exception leaves (as a
+            # step of the task's own would), so the activities are cancelled
+            # before one of them could commit what the step left in memory.
+            self._lock.take_held()
+            try:
+                raise crash
+            finally:
+                self._lock.release()
 
     def _hold_cancel(self) -> bool:
         if self._lane_busy:
@@ -373,9 +380,9 @@ class FastLane:
             self.idle_since = trio.current_time()
 
     def _lane_failed(self, exc: BaseException) -> None:
-        """A handler raised, or the commit failed: the task raises it (a crash)."""
+        """A handler raised, or the commit failed: the task raises it (a crash),
+        holding the lock until then, so that no activity's checkpoint commits
+        what the failed step left in memory."""
         self._lane_crash = exc
-        if self._lock.held:
-            self._lock.release_held()
         self._lane_busy = False
         self._rouse()
