@@ -189,6 +189,9 @@ class FastLane:
         def _committed(
             self, commit: Commit, result: CommitResult, state: bytes | None, bookkeeping: bool
         ) -> None: ...
+        async def _commit_prepared(
+            self, commit: Commit, state: bytes | None, bookkeeping: bool
+        ) -> CommitResult: ...
 
     def _lane_init(self) -> None:
         self._fast = False
@@ -253,12 +256,7 @@ class FastLane:
         """The lane ran a step but could not queue its commit: the task commits it."""
         self._lock.take_held()
         try:
-            try:
-                result = await self._svc.store.commit(commit)
-            except (StoreUnavailable, UnknownOutcome) as exc:
-                self.commit_failure = str(exc)
-                raise
-            self._committed(commit, result, state, False)
+            await self._commit_prepared(commit, state, False)
             self._uncounted = None
         finally:
             self._lock.release()
