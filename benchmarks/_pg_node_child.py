@@ -35,9 +35,18 @@ from . import CpuClock
 from ._core import _BODY, Counter, _store_delta
 
 
-def _say(message: dict[str, Any]) -> None:
+def _write_line(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+async def _say(message: dict[str, Any]) -> None:
+    # In a thread: the report holds every latency (a megabyte), and the pipe
+    # blocks until the benchmark reads it, which it may do only after the
+    # other node's. Written on the trio thread, that stalled this node's
+    # event loop for seconds, long enough for its lease to lapse and the
+    # other node to take its actors.
+    await trio.to_thread.run_sync(_write_line, message)
 
 
 async def _hear(word: str) -> None:
@@ -66,7 +75,7 @@ async def _node(
             for i in warm:
                 nursery.start_soon(activate, f"counter/a{i}")
         gc.collect()
-        _say({"ready": sum(rt.is_active(f"counter/a{i}") for i in warm)})
+        await _say({"ready": sum(rt.is_active(f"counter/a{i}") for i in warm)})
         await _hear("go")
 
         latencies: list[list[float]] = []
@@ -94,7 +103,7 @@ async def _node(
             await rt.wait_handled(address, seq)
         timing = clock.stop()
         ended = time.monotonic()
-        _say(
+        await _say(
             {
                 "started": clock.started_monotonic,
                 "acked": acked,
@@ -111,7 +120,7 @@ async def _node(
         totals = 0
         for i in warm:
             totals += (await rt.inspect(f"counter/a{i}")).state["total"]
-        _say({"totals": totals})
+        await _say({"totals": totals})
         await _hear("exit")
 
 
