@@ -105,9 +105,9 @@ class BatchWriter(OpQueue):
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to the writer's thread, and the event loop runs on meanwhile. A batch with
-        a slow op (a retention step, a few ms of deleting) runs in a thread
-        whole: SQLite lets go of the GIL while it works.
+        goes to the writer's thread, and the event loop runs on meanwhile. A
+        batch with a slow op (a retention step, a few ms of deleting) runs in
+        that thread whole: SQLite lets go of the GIL while it works.
         """
         conn = self._writer
         assert conn is not None

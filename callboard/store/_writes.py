@@ -52,13 +52,15 @@ class StoreWrites(OpQueue):
             lambda conn, now: mailbox_ops.enqueue(conn, state, item, now), then
         )
 
-    async def commit(self, c: Commit) -> CommitResult:
+    def _commit_write(self, c: Commit) -> Callable[[Any, float], CommitResult]:
         state = self._state
-        return await self._submit(lambda conn, now: commit_ops.commit(conn, state, c, now))
+        return lambda conn, now: commit_ops.commit(conn, state, c, now)
+
+    async def commit(self, c: Commit) -> CommitResult:
+        return await self._submit(self._commit_write(c))
 
     def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
-        state = self._state
-        return self._submit_soon(lambda conn, now: commit_ops.commit(conn, state, c, now), then)
+        return self._submit_soon(self._commit_write(c), then)
 
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None
@@ -100,12 +102,15 @@ class StoreWrites(OpQueue):
 
     async def after_next_commit(self) -> None:
         """See `Store.after_next_commit`."""
-        await self._group_commits.after_next(self._send.statistics().current_buffer_used > 0)
+        await self._group_commits.after_next(self._queued())
 
     def call_after_next_commit(self, fn: Callable[[], None]) -> bool:
         """See `Store.call_after_next_commit`."""
-        queued = self._send.statistics().current_buffer_used > 0
-        return self._group_commits.call_after_next(fn, queued)
+        return self._group_commits.call_after_next(fn, self._queued())
+
+    def _queued(self) -> bool:
+        """Writes wait that the writer has not taken yet."""
+        return self._send.statistics().current_buffer_used > 0
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
         return await self._submit(

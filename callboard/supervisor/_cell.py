@@ -17,11 +17,7 @@ import trio
 from .._retry import RestartWindow
 from ..actors import Actor, Context, Effects
 from ..codec import loads
-from ..errors import (
-    LeaseLost,
-    StoreUnavailable,
-    UnknownOutcome,
-)
+from ..errors import LeaseLost, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
 from ._cell_commits import CellCommits
 from ._controls import Controls

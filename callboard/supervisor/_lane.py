@@ -292,8 +292,7 @@ class FastLane:
             or self._stop_requested
             or self._passivation_requested
             or self._rest_requested
-            or inbox.stale
-            or not inbox
+            or inbox.stale  # (empty, it is stale: see above)
             or self._lock.locked()
             or self._pending_attempts is not None
             or self._pending_dead_letter is not None
@@ -338,7 +337,13 @@ class FastLane:
 
     def _lane_commit_done(self) -> None:
         """The group commit a deferred step waited for is done (writer's callback)."""
-        if not self._svc.lane.schedule(self):
+        self._lane_again()
+
+    def _lane_again(self) -> None:
+        """Have the lane step it again, or its task if the lane has stopped."""
+        if self._svc.lane.schedule(self):
+            self._lane_queued = True
+        else:
             self.lane_dropped()
 
     def _lane_committed(
@@ -368,11 +373,8 @@ class FastLane:
         self._lane_busy = False
         if not (self._lane_ok and self._wakeup.waiting) or self.state is CellState.ENDED:
             self._rouse()  # the task waits for this commit, or the actor ended in it
-        elif self._inbox or self._controls or self._inbox.stale:
-            if not self._svc.lane.schedule(self):
-                self._rouse()
-            else:
-                self._lane_queued = True
+        elif self._inbox or self._inbox.stale:
+            self._lane_again()  # (a request for the task has roused it: the branch above)
         else:
             self.state = CellState.IDLE
             self.idle_since = trio.current_time()
