@@ -38,7 +38,16 @@ from callboard.gateway._frames import (
     Unsubscribe,
     parse_frame,
 )
-from callboard.gateway._requests import OPS, Approvals, DeadLetters, Delete, Nodes, Requeue
+from callboard.gateway._requests import (
+    OPS,
+    Approvals,
+    DeadLetters,
+    Delete,
+    FieldRefused,
+    Nodes,
+    Requeue,
+    structure_request,
+)
 
 MAX_FRAME = 1 << 20
 
@@ -274,3 +283,35 @@ def test_any_object_parses_to_a_request_or_an_error_and_never_raises(op, fields)
         assert result.id == "x"
     else:
         assert result.op == op and result.id == "x"
+
+
+def _by_the_converter(obj: dict[str, Any]) -> Request | FrameError:
+    try:
+        return structure_request(obj)
+    except FieldRefused as exc:
+        return FrameError("bad_request", str(exc), obj["id"], obj["op"])
+
+
+_ADDRESSES = ["counter/a", "session/s-1.x", "a/b/c", "/a", "a/", "Counter/a", "a b/c", "", 5]
+_TYPES = ["add", "", "a\x00b", "x" * 300, "\u00a0", 3, True]
+_WAITS = [True, False, None, 0, 1, "yes"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            "to": st.sampled_from(_ADDRESSES) | st.text(max_size=8) | json_values,
+            "type": st.sampled_from(_TYPES) | st.text(max_size=8),
+            "body": json_values,
+            "key": st.none() | st.sampled_from(["k-1", "", "x" * 300, 7]) | st.text(max_size=8),
+            "wait": st.sampled_from(_WAITS),
+        },
+    )
+)
+def test_a_send_parsed_the_quick_way_is_the_one_the_converter_makes(fields):
+    # parse_frame takes a plainly valid send without the converter: whatever
+    # the fields, the request (or the error) is the converter's.
+    frame = {"op": "send", "id": "x", **fields}
+    assert parse(frame) == _by_the_converter(frame)

@@ -78,8 +78,15 @@ def dumps_within(value: Any, depth: int) -> bytes | None:
     `dumps` does, on what JSON cannot hold; for an integer past 64 bits the
     message names where it is.
     """
-    data = _encode(value, None)
-    if data is None or (_may_nest_deeper(data, depth) and _encode(value, depth) is None):
+    try:
+        data = orjson.dumps(value, option=_OPTIONS)  # the common case, with no call around it
+    except TypeError:
+        data = _dumps_or_none(value, value)  # None when too deep; else raises, saying where
+        if data is None:
+            return None
+    if len(data) < 2 * (depth + 1):  # `_may_nest_deeper`'s first test, inline
+        return data
+    if _may_nest_deeper(data, depth) and _encode(value, depth) is None:
         return None
     return data
 
