@@ -36,9 +36,12 @@ __all__ = [
 
 @attrs.frozen
 class Settings:
-    """What a run may depend on: ``quick`` picks the small sizes."""
+    """What a run may depend on: ``quick`` picks the small sizes; every run has
+    the collector settings of ``callboard serve`` (`callboard.tune_gc`) unless
+    ``default_gc``, which keeps CPython's, to compare."""
 
     quick: bool = False
+    default_gc: bool = False
 
 
 @attrs.frozen

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import callboard
+
 from . import (
     Result,
     Scenario,
@@ -61,13 +63,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--repeats", type=int, help="runs per scenario (default: its own)")
     parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's collector settings in every run, instead of those of "
+        "callboard serve (callboard.tune_gc), to compare",
+    )
+    parser.add_argument(
         "--tmpdir", type=Path, default=DEFAULT_TMP, help=f"where data goes (default {DEFAULT_TMP})"
     )
     parser.add_argument(
         "--out",
         type=Path,
         help="the JSON file (default: results/latest.json for a full run of everything, "
-        "results/latest-quick.json for a quick one, results/partial.json for --only, "
+        "results/latest-quick.json for a quick one, results/partial.json for --only, --default-gc, "
         "--repeats or a run where a scenario failed)",
     )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -100,6 +108,9 @@ def _run_one(name: str, settings: Settings, tmpdir: Path) -> int:
         return 2
     tmpdir.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmpdir))
+    if not settings.default_gc:
+        # As callboard serve runs, for every scenario and baseline alike.
+        callboard.tune_gc()
     try:
         result = scenario.run(settings, workdir)
     finally:
@@ -124,6 +135,8 @@ def _child(name: str, settings: Settings, tmpdir: Path, code: Path) -> Result:
     command = [sys.executable, "-m", "benchmarks", "--run-one", name, "--tmpdir", str(tmpdir)]
     if settings.quick:
         command.append("--quick")
+    if settings.default_gc:
+        command.append("--default-gc")
     # -m puts the working directory first on sys.path: the snapshot is what imports.
     done = subprocess.run(command, cwd=code, stdout=subprocess.PIPE, text=True, check=False)
     if done.returncode != 0:
@@ -133,7 +146,7 @@ def _child(name: str, settings: Settings, tmpdir: Path, code: Path) -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings(quick=args.quick)
+    settings = Settings(quick=args.quick, default_gc=args.default_gc)
     tmpdir = args.tmpdir.resolve()
     if args.run_one:
         return _run_one(args.run_one, settings, tmpdir)
@@ -163,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     if warning:
         print(f"\n{warning}")
     failed = any(o.error is not None for o in ordered)
-    partial = bool(args.only or args.repeats or failed)
+    partial = bool(args.only or args.repeats or args.default_gc or failed)
     out = args.out or RESULTS / (
         "partial.json" if partial else "latest-quick.json" if args.quick else "latest.json"
     )
     meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
+    meta["gc"] = "CPython's defaults" if args.default_gc else "callboard.tune_gc"
     write_json(out, to_json(ordered, meta))
     print(f"\nwrote {out}")
     return 1 if failed else 0

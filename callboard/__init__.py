@@ -69,7 +69,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UnknownOutcome",
     ),
     "mailbox": ("Ack", "Address", "DeadLetter", "Event", "Message"),
-    "runtime": ("Runtime", "RuntimeConfig", "RuntimeStatistics", "Subscription", "open_runtime"),
+    "runtime": (
+        "Runtime",
+        "RuntimeConfig",
+        "RuntimeStatistics",
+        "Subscription",
+        "open_runtime",
+        "tune_gc",
+    ),
     "supervisor": ("ChildSpec", "supervise"),
     "views": (
         "ActorInfo",
@@ -153,6 +160,7 @@ if TYPE_CHECKING:
     from .runtime import RuntimeStatistics as RuntimeStatistics
     from .runtime import Subscription as Subscription
     from .runtime import open_runtime as open_runtime
+    from .runtime import tune_gc as tune_gc
     from .supervisor import ChildSpec as ChildSpec
     from .supervisor import supervise as supervise
     from .views import ActorInfo as ActorInfo
@@ -227,6 +235,7 @@ __all__ = [
     "WaitTimedOut",
     "open_runtime",
     "supervise",
+    "tune_gc",
 ]
 
 

@@ -36,7 +36,7 @@ from ..console import DEFAULT_CONSOLE_PORT, Console, open_console
 from ..errors import CallboardError
 from ..gateway import Gateway, GatewayConfig, is_loopback, read_token
 from ..llm import PROVIDERS, check_provider
-from ..runtime import RuntimeConfig, open_runtime
+from ..runtime import RuntimeConfig, open_runtime, tune_gc
 from ..store import redact_url
 from ..tools import Sandbox, probe_sandbox
 from ._logs import configure_logging, log_lifecycle
@@ -342,6 +342,7 @@ async def _serve(args: argparse.Namespace, config: GatewayConfig, kinds: list[ty
             _console(args) as console,
         ):  # fmt: skip
             log_lifecycle(rt)
+            tune_gc()  # this process is the runtime's: see callboard.runtime._gc
             with stopping:
                 if console is not None:  # the page's origin, and no other, joins the gateway's
                     origins = (*config.allowed_origins, *console.origins)

@@ -78,6 +78,7 @@ def dumps_within(value: Any, depth: int) -> bytes | None:
     `dumps` does, on what JSON cannot hold; for an integer past 64 bits the
     message names where it is.
     """
+    data: bytes | None
     try:
         data = orjson.dumps(value, option=_OPTIONS)  # the common case, with no call around it
     except TypeError:

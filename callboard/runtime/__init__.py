@@ -5,6 +5,7 @@ and out to subscribers is told, top to bottom, in `_runtime`'s docstring.
 """
 
 from ._config import RuntimeConfig as RuntimeConfig
+from ._gc import tune_gc as tune_gc
 from ._hub import Hub as Hub
 from ._hub import Subscription as Subscription
 from ._open import open_runtime as open_runtime
@@ -26,4 +27,5 @@ __all__ = [
     "RuntimeStatistics",
     "Subscription",
     "open_runtime",
+    "tune_gc",
 ]
