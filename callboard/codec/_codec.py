@@ -85,8 +85,6 @@ def dumps_within(value: Any, depth: int) -> bytes | None:
         data = _dumps_or_none(value, value)  # None when too deep; else raises, saying where
         if data is None:
             return None
-    if len(data) < 2 * (depth + 1):  # `_may_nest_deeper`'s first test, inline
-        return data
     if _may_nest_deeper(data, depth) and _encode(value, depth) is None:
         return None
     return data
