@@ -20,8 +20,7 @@ import attrs
 import orjson
 
 from ..codec import JSONRefused, check_loaded, shown
-from ..errors import BadMessage
-from ..mailbox import KIND_PATTERN, MAX_DEPTH, NAME_PATTERN, Event, check_key, check_type
+from ..mailbox import MAX_DEPTH, Event
 from ._requests import (
     OPS,
     PROTOCOL_VERSION,
@@ -43,6 +42,7 @@ from ._requests import (
     Subscribe,
     Unsubscribe,
     is_pattern,
+    plain_send,
     structure_request,
 )
 
@@ -139,34 +139,12 @@ def parse_frame(frame: str | bytes, *, max_frame: int) -> Request | FrameError:
     if op not in OPS:
         message = f"field 'op' has unknown op {shown(op)}; known: {_KNOWN}"
         return FrameError("bad_request", message, rid, op)
-    if op == "send" and (send := _plain_send(obj, rid)) is not None:
+    if op == "send" and (send := plain_send(obj)) is not None:
         return send
     try:
         return structure_request(obj)
     except FieldRefused as exc:
         return FrameError("bad_request", str(exc), rid, op)
-
-
-def _plain_send(obj: dict[str, Any], rid: str) -> Send | None:
-    """The common `send`, every field of it plainly valid, without the converter
-    (its tagged union was a twentieth of a gateway's CPU per send); None for
-    anything else, which `structure_request` then answers, error and all.
-    Each check is the field type's (`_requests`), so both ways give the same
-    `Send` whenever this one gives one."""
-    to, kind_of_message = obj.get("to"), obj.get("type")
-    key, wait = obj.get("key"), obj.get("wait", False)
-    if type(to) is not str or type(kind_of_message) is not str or type(wait) is not bool:
-        return None
-    kind, sep, name = to.partition("/")
-    if not sep or not KIND_PATTERN.fullmatch(kind) or not NAME_PATTERN.fullmatch(name):
-        return None
-    try:
-        check_type(kind_of_message, what="type")
-        if key is not None:
-            check_key(key, what="key")
-    except BadMessage:
-        return None
-    return Send(rid, to, kind_of_message, obj.get("body"), key, wait)
 
 
 def _id_and_op(frame: str) -> tuple[str | None, str | None]:

@@ -65,6 +65,7 @@ __all__ = [
     "Text",
     "Unsubscribe",
     "is_pattern",
+    "plain_send",
     "structure_request",
 ]
 
@@ -179,9 +180,11 @@ Target = Annotated[str, override(struct_hook=_target)]
 """What a subscription follows: an address, or a pattern ``KIND/*`` or ``*``."""
 Kind = Annotated[str, override(struct_hook=_matching(KIND_PATTERN, "a kind"))]
 Name = Annotated[str, override(struct_hook=_matching(NAME_PATTERN, "a name"))]
-MessageType = Annotated[str, override(struct_hook=_within(check_type))]
+_message_type = _within(check_type)
+_message_key = _within(check_key)
+MessageType = Annotated[str, override(struct_hook=_message_type)]
 """A message type within `callboard.mailbox.check_type`."""
-MessageKey = Annotated[str, override(struct_hook=_within(check_key))]
+MessageKey = Annotated[str, override(struct_hook=_message_key)]
 """An idempotency key within `callboard.mailbox.check_key`."""
 Seq = Annotated[int, override(struct_hook=_seq)]
 """An event seq: 0 to 2**63 - 1."""
@@ -439,3 +442,20 @@ def structure_request(frame: dict[str, Any]) -> Request:
             raise FieldRefused(f"field {field!r} is missing: it must be {what}") from None
         predicate = first.predicate if isinstance(first, Refused) else f"is not valid ({first})"
         raise FieldRefused(f"field {field!r} {predicate}") from None
+
+
+def plain_send(frame: dict[str, Any]) -> Send | None:
+    """A `send` whose every field is plainly valid, structured without the
+    converter (its tagged union was a twentieth of a gateway's CPU per send),
+    through the same field hooks; None for anything else, which
+    `structure_request` then answers, error and all."""
+    key, wait = frame.get("key"), frame.get("wait", False)
+    if type(wait) is not bool:
+        return None
+    try:
+        to = _address(frame.get("to"))
+        kind_of_message = _message_type(frame.get("type"), None)
+        key = None if key is None else _message_key(key, None)
+    except Refused:
+        return None
+    return Send(frame["id"], to, kind_of_message, frame.get("body"), key, wait)
