@@ -306,7 +306,7 @@ class FastLane:
         if (
             len(inbox) == 1
             and not deferred
-            and self._svc.store.call_after_next_commit(self._lane_commit_done)
+            and self._svc.store.call_after_next_commit(self._lane_again)
         ):
             # One message: let the group commit in flight bring more of this
             # actor's, as the task does (`GroupCommits`).
@@ -335,12 +335,9 @@ class FastLane:
             self._lane_busy = False
             self._rouse()
 
-    def _lane_commit_done(self) -> None:
-        """The group commit a deferred step waited for is done (writer's callback)."""
-        self._lane_again()
-
     def _lane_again(self) -> None:
-        """Have the lane step it again, or its task if the lane has stopped."""
+        """Have the lane step it again, or its task if the lane has stopped (also
+        the writer's callback once the group commit a deferred step waited for is done)."""
         if self._svc.lane.schedule(self):
             self._lane_queued = True
         else:
