@@ -24,6 +24,7 @@ from ._controls import Controls
 from ._inbox import Inbox
 from ._lane import FastLane, never_suspends
 from ._log_actor import current_actor
+from ._rest import CellRest
 from ._restore import restore
 from ._services import CellServices
 from ._states import CellState
@@ -40,11 +41,12 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-class ActorCell(Controls, FastLane, CellCommits):
+class ActorCell(Controls, FastLane, CellCommits, CellRest):
     """The supervised home of one actor while it is active (``Controls``: an
     operator's pause, resume, step and state edit, run between its batches;
     ``FastLane``: its plain steps run without its task, when its handler
-    never suspends)."""
+    never suspends; ``CellCommits``: its commits and crash records;
+    ``CellRest``: its rest and passivation when idle)."""
 
     # Slots: one of these per active actor, and a dict per instance is ~1 KB.
     __slots__ = (
@@ -186,42 +188,9 @@ class ActorCell(Controls, FastLane, CellCommits):
         if self._slot_wait is not None:
             self._slot_wait.cancel()
 
-    def request_passivation(self) -> None:
-        """The runtime's sweeper found this actor idle for long enough."""
-        self._passivation_requested = True
-        if self.state is CellState.RESTING:
-            self._wake_from_rest()
-        else:
-            self._rouse()
-
-    def request_rest(self) -> None:
-        """The runtime's sweeper found this actor idle for ``rest_after``."""
-        if self.state is CellState.IDLE:
-            self._rest_requested = True
-            self._rouse()
-
     def request_stop(self) -> None:
         self._stop_requested = True
         self._wake_task()
-
-    def runtime_closing(self) -> None:
-        """The runtime closes: a resting cell ends here (its last commit holds
-        all it has: it rests only with nothing unhandled and nothing running)."""
-        if self.state is CellState.RESTING:
-            self._finish()
-
-    def _wake_from_rest(self) -> None:
-        # RUNNING at once: a second delivery before the task starts must not
-        # start another. The task finds the flags and the inbox as they are.
-        self.state = CellState.RUNNING
-        if not self._passivation_requested:
-            self.idle_since = None  # it has work: no longer idle
-        if not self._svc.resume(self):
-            self._finish()  # the runtime is closing: nothing is running here
-
-    @property
-    def resting(self) -> bool:
-        return self.state is CellState.RESTING
 
     @property
     def mailbox_size(self) -> int:
@@ -461,40 +430,3 @@ class ActorCell(Controls, FastLane, CellCommits):
             self._uncounted = None
         finally:
             self._lock.release()
-
-    async def _passivation_turn(self) -> bool:
-        """Wait for one of the runtime's passivation slots; False if work came first.
-
-        A bounded number passivate at once: when a sweep finds thousands
-        idle, their commits would otherwise all be in memory together, and
-        the heap keeps that peak. A message for a waiting actor must not
-        wait for the others' commits, so its arrival ends the wait.
-        """
-        try:
-            with trio.CancelScope() as self._slot_wait:
-                await self._svc.passivation_slots.acquire()
-                return True
-            return False
-        finally:
-            self._slot_wait = None
-
-    def _can_passivate(self) -> bool:
-        # A paused actor may rest or passivate with messages waiting: the
-        # store holds them, and its row the pause.
-        return (
-            (self._paused or (not self._inbox and not self._inbox.stale))
-            and not self._controls
-            and not self._stop_requested
-            and self._activities is not None
-            and not self._activities.child_tasks
-        )
-
-    async def _passivate(self) -> None:
-        # Forget first: a message arriving from now on activates a new cell,
-        # which waits for this one to be done before it loads.
-        self._svc.forget(self)
-        self.state = CellState.PASSIVATING
-        self._lifecycle("actor.passivated", {})
-        await self._commit()
-        self.state = CellState.ENDED
-        self._svc.counted("passivations")
