@@ -29,12 +29,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import orjson
 import trio
 
 from ..actors import Actor
 from ..codec import loads
-from ..errors import BadRequest, SpawnConflict, UnknownActor, UnknownKind
+from ..errors import BadRequest, UnknownActor, UnknownKind
 from ..mailbox import (
     Ack,
     Address,
@@ -44,17 +43,16 @@ from ..mailbox import (
     check_key,
     check_type,
     encode_body,
-    new_name,
 )
 from ..store import Enqueue, NodeRecord, Store, StoredAck
 from ..supervisor import Control
 from ..views import ActorInfo, ActorView, MessageOutcome, PendingApproval, TaskOperations
-from . import _attach, _operator, _views
+from . import _attach, _lifecycle, _operator, _views
 from ._config import RuntimeConfig
 from ._directory import Directory, RuntimeState
 from ._hub import Hub, OnLag, Pace, Subscription
 from ._retention import Retention, SteadyWallClock
-from ._statistics import RuntimeStatistics
+from ._statistics import RuntimeStatistics, collect
 
 __all__ = ["Runtime", "RuntimeState"]
 
@@ -62,10 +60,6 @@ log = logging.getLogger("callboard.runtime")
 
 # Actors read from the store at once by `Runtime.list` (it reads page after page).
 _LIST_PAGE = 10_000
-
-
-def _spec_bytes(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
 class Runtime:
@@ -254,50 +248,11 @@ class Runtime:
         The address's ``existed`` is True when an actor with the same spec was
         already there; a different spec raises `SpawnConflict`.
         """
-        cls = self._cells.check_kind(kind)
-        address = Address(f"{kind}/{name if name is not None else new_name()}")
-        spec_json = _spec_bytes(_views.structure_spec(self._cells, cls, spec, address))
-        self._cells.check_open()
-        existed, stored = await self._store.spawn(address, kind, spec_json)
-        if existed:
-            record = await self._store.actor(address)
-            if record is not None and record.final:
-                raise SpawnConflict(
-                    f"{address!r} has ended ({record.status}) and takes no more messages; "
-                    f"delete it first to reuse the name (callboard delete {address}, or "
-                    "Runtime.delete), or pick another name"
-                )
-        if existed and stored is not None and stored != spec_json:
-            raise SpawnConflict(
-                f"{address!r} exists with a different spec; pick another name or stop it first"
-            )
-        if not existed and (self._store.owns(address) or await self._store.claim(address)):
-            if address not in self._cells.cells:
-                self._cells.activate(address)
-        return Address(address, existed=existed)
+        return await _lifecycle.spawn(self._cells, kind, spec, name)
 
     async def stop(self, address: str) -> str:
         """Stop an actor; returns its final status once it has stopped."""
-        self._kind_of(address)
-        record = await self._store.actor(address)
-        if record is None:
-            raise UnknownActor(f"there is no actor at {address!r}")
-        if record.final:
-            return record.status
-        if address not in self._cells.cells and not self._store.owns(address):
-            # Several nodes on one store: it is stopped where it runs.
-            if not await self._store.claim(address):
-                raise BadRequest(
-                    f"{address!r} is active on another node; stop it through that node "
-                    "(callboard nodes lists them)"
-                )
-        cell = self._cells.cells.get(address)
-        if cell is None:
-            cell = self._cells.activate(address, stop=True)
-        else:
-            cell.request_stop()
-        await cell.done.wait()
-        return cell.final_status or "stopped"
+        return await _lifecycle.stop(self._cells, address)
 
     async def inspect(self, address: str) -> ActorView:
         """The last committed snapshot and the bookkeeping around it."""
@@ -412,34 +367,7 @@ class Runtime:
         return record.event_head if record is not None else 0
 
     def statistics(self) -> RuntimeStatistics:
-        store = self._store.statistics()
-        counts = self._cells.counts
-        retained = self.retention.statistics()
-        return RuntimeStatistics(
-            messages_accepted=counts["accepted"],
-            commits=counts["commits"],
-            activations=counts["activations"],
-            passivations=counts["passivations"],
-            restarts=counts["restarts"],
-            dead_letters=counts["dead_letters"],
-            active=len(self._cells.cells),
-            subscribers=self._hub.subscriber_count,
-            lagged=self._hub.lagged_total,
-            store_batches=store.batches,
-            store_operations=store.operations,
-            store_largest_batch=store.largest_batch,
-            store_seconds=store.commit_seconds_total,
-            store_healthy=self._store.healthy,
-            store_recoveries=store.recoveries,
-            retention_passes=retained.passes,
-            events_pruned=retained.events,
-            actors_removed=retained.actors,
-            dead_letters_expired=retained.dead_letters,
-            pages_freed=retained.pages,
-            rests=counts["rests"],
-            resting=self._cells.resting_count(),
-            store_histograms=self._store.commit_histograms(),
-        )
+        return collect(self._store, self._cells, self._hub, self.retention.statistics())
 
     def tap(self, types: Iterable[str], fn: Callable[[Event], None]) -> None:
         """Call ``fn`` with each event of ``types`` of any actor, once, right after

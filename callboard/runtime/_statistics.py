@@ -1,12 +1,21 @@
-"""`RuntimeStatistics`: what `Runtime.statistics` reports (for metrics)."""
+"""`RuntimeStatistics`: what `Runtime.statistics` reports (for metrics), and
+`collect`, which reads it off the runtime's parts."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..store import CommitHistograms
 
-__all__ = ["RuntimeStatistics"]
+if TYPE_CHECKING:
+    from ..store import Store
+    from ._directory import Directory
+    from ._hub import Hub
+    from ._retention import RetentionStatistics
+
+__all__ = ["RuntimeStatistics", "collect"]
 
 
 @attrs.frozen
@@ -41,3 +50,36 @@ class RuntimeStatistics:
     """Actors in memory with no task now (counted in ``active`` too)."""
     store_histograms: CommitHistograms | None = None
     """Ack latency, commit latency and batch size of the store's group commits."""
+
+
+def collect(
+    store: Store, cells: Directory, hub: Hub, retained: RetentionStatistics
+) -> RuntimeStatistics:
+    """The runtime's figures now, from its parts."""
+    stats = store.statistics()
+    counts = cells.counts
+    return RuntimeStatistics(
+        messages_accepted=counts["accepted"],
+        commits=counts["commits"],
+        activations=counts["activations"],
+        passivations=counts["passivations"],
+        restarts=counts["restarts"],
+        dead_letters=counts["dead_letters"],
+        active=len(cells.cells),
+        subscribers=hub.subscriber_count,
+        lagged=hub.lagged_total,
+        store_batches=stats.batches,
+        store_operations=stats.operations,
+        store_largest_batch=stats.largest_batch,
+        store_seconds=stats.commit_seconds_total,
+        store_healthy=store.healthy,
+        store_recoveries=stats.recoveries,
+        retention_passes=retained.passes,
+        events_pruned=retained.events,
+        actors_removed=retained.actors,
+        dead_letters_expired=retained.dead_letters,
+        pages_freed=retained.pages,
+        rests=counts["rests"],
+        resting=cells.resting_count(),
+        store_histograms=store.commit_histograms(),
+    )
