@@ -31,7 +31,8 @@ import attrs
 
 from ..actors import Context
 from ..tools import APPROVALS, ApprovalPolicy
-from ._journal import CallRecord, OnExpiry, TurnJournal, record_approval_asked
+from ._journal import CallRecord, OnExpiry, TurnJournal
+from ._journal_approvals import record_approval_asked
 
 __all__ = [
     "APPROVAL_DEADLINE",

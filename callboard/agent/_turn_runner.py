@@ -41,7 +41,8 @@ from ._compaction import Compaction
 from ._confinement import configured_model_url, jobs_dir, model_key, same_url
 from ._job_owner import record_job_end, take_machine_events
 from ._job_tools import JobTools
-from ._journal import TurnJournal, answer_approval
+from ._journal import TurnJournal
+from ._journal_approvals import answer_approval
 from ._outage import client_attempts, forget, outage_policy, park, take_retry, waiting
 from ._session_spec import SessionSpec
 from ._summary import conversation_summary
