@@ -32,11 +32,10 @@ import signal
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Protocol
 
 import apsw
 
-__all__ = ["FATES", "SECTOR", "FileHooks", "PowerLoss", "install"]
+__all__ = ["FATES", "SECTOR", "PowerLoss", "install"]
 
 SECTOR = 512
 """The unit a power loss tears: each sector written since the last sync has its own fate."""
@@ -45,17 +44,6 @@ FATES = ("reached the disk", "never did", "garbled")
 """What may become of a sector written since its file's last sync, each as likely."""
 
 _SQLITE_FCNTL_VFS_POINTER = 27
-
-
-class FileHooks(Protocol):
-    """What the VFS tells of the database files, before it does it (`PowerLoss`,
-    and the failing calls of io_faults.py). A hook that raises an APSW error
-    makes the call fail with that error's code, the call itself not made."""
-
-    def before_write(self, path: str, offset: int, end: int) -> None: ...
-    def before_truncate(self, path: str, size: int) -> None: ...
-    def sync(self, path: str, sync: Callable[[], None]) -> None: ...
-    def forget(self, path: str) -> None: ...
 
 
 class _Unsynced:
@@ -175,38 +163,38 @@ def _path(name: object) -> str | None:
 class _File(apsw.VFSFile):
     # The method names are APSW's (and SQLite's).
 
-    def __init__(self, hooks: FileHooks, name: object, flags: list[int]) -> None:
+    def __init__(self, loss: PowerLoss, name: object, flags: list[int]) -> None:
         super().__init__("", name, flags)  # type: ignore[arg-type]
-        self._hooks = hooks
+        self._loss = loss
         self._path = _path(name)
 
     def xWrite(self, data, offset: int) -> None:
         if self._path is not None:
-            self._hooks.before_write(self._path, offset, offset + len(data))
+            self._loss.before_write(self._path, offset, offset + len(data))
         super().xWrite(data, offset)
 
     def xTruncate(self, newsize: int) -> None:
         if self._path is not None:
-            self._hooks.before_truncate(self._path, newsize)
+            self._loss.before_truncate(self._path, newsize)
         super().xTruncate(newsize)
 
     def xSync(self, flags: int) -> None:
         if self._path is None:
             super().xSync(flags)
         else:
-            self._hooks.sync(self._path, lambda: super(_File, self).xSync(flags))
+            self._loss.sync(self._path, lambda: super(_File, self).xSync(flags))
 
 
 class _Vfs(apsw.VFS):
-    def __init__(self, name: str, hooks: FileHooks) -> None:
+    def __init__(self, name: str, loss: PowerLoss) -> None:
         super().__init__(name, "")
-        self._hooks = hooks
+        self._loss = loss
 
     def xOpen(self, name, flags):
-        return _File(self._hooks, name, flags)
+        return _File(self._loss, name, flags)
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
-        self._hooks.forget(filename)
+        self._loss.forget(filename)
         super().xDelete(filename, syncdir)
 
 
@@ -228,12 +216,11 @@ class _SqliteVfs(ctypes.Structure):
 _installed: list[object] = []  # what the system library points into, alive for good
 
 
-def install(name: str, hooks: FileHooks) -> None:
-    """Register a VFS called ``name`` with Python's ``sqlite3`` (and APSW), its
-    files' writes and syncs told to ``hooks`` first."""
+def install(name: str, loss: PowerLoss) -> None:
+    """Register a VFS called ``name`` with Python's ``sqlite3`` (and APSW)."""
     import _sqlite3  # the C module of Python's sqlite3: it names the library it links
 
-    vfs = _Vfs(name, hooks)
+    vfs = _Vfs(name, loss)
     probe = apsw.Connection(":memory:", vfs=name)
     pointer = ctypes.c_void_p()
     assert probe.file_control("main", _SQLITE_FCNTL_VFS_POINTER, ctypes.addressof(pointer))

@@ -1,4 +1,4 @@
-"""EIO from fdatasync, injected into a real runtime process at its SQLite VFS.
+"""EIO from fdatasync, injected with strace into a real runtime process.
 
 After a failed fsync the outcome of that commit is unknown: its frames may
 be in the WAL, and a later open may find it committed. So the senders of
@@ -6,35 +6,42 @@ that batch are told ``unknown_outcome`` (never "failed"), the store stops
 taking writes on those files, reopens them and recovers from the WAL, and
 the process goes on. The trial then SIGKILLs the process, restarts on the
 same data directory, and checks every answer against what is there.
-
-The fault is the AT-th sync of the process's database files, failing as the
-unix VFS fails it when fdatasync returns EIO (io_faults.py says why it is
-counted there rather than by strace).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from checker import Tally, applied
 from runner import Run, run_child
 
-CHILD = Path(__file__).parent / "fault_child.py"
+CHILD = Path(__file__).parent / "store_child.py"
 MESSAGES = 120
+
+needs_strace = pytest.mark.skipif(
+    shutil.which("strace") is None and not os.environ.get("CI"),
+    reason="strace is not installed here (CI installs it)",
+)
 
 
 async def _trial(data: Path, fail_at: int, *, halt: bool) -> Run:
-    """Run the child with the ``fail_at``-th sync failing; kill it once done
+    """Run the child with the ``fail_at``-th fdatasync failing; kill it once done
     (with ``halt`` it kills itself at the fault)."""
-    command = [sys.executable, str(CHILD), str(data), str(MESSAGES), "sync", str(fail_at)]
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync",
+              "-e", f"inject=fdatasync:error=EIO:when={fail_at}"]  # fmt: skip
+    command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
     run = await run_child(command + (["halt"] if halt else []))
     assert halt or "done" in run.lines, f"the child ended early: {run.lines[-3:]} {run.errors[-5:]}"
     return run
 
 
+@needs_strace
 async def test_a_failed_fsync_answers_unknown_outcome_and_loses_or_doubles_nothing(
     tmp_path, request
 ):

@@ -1,7 +1,6 @@
-"""ENOSPC and EIO from the writes of the database and its WAL, at the SQLite VFS.
+"""ENOSPC and EIO from the writes of the database and its WAL, injected with strace.
 
-Each failing write fails as the unix VFS fails a pwrite64 that met the
-errno (io_faults.py; it says why not strace). A write that finds the disk full
+SQLite writes both files with pwrite64. A write that finds the disk full
 (ENOSPC) fails its transaction before its commit record is written: SQLite
 answers SQLITE_FULL, and the store tells the batch's senders that nothing
 was accepted. A write that fails with EIO is an I/O error like a failed
@@ -13,7 +12,6 @@ on the same data directory and checks every answer against what is there.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -21,26 +19,34 @@ from pathlib import Path
 import trio
 from checker import Tally, applied
 from runner import Run, run_child
+from test_fsync_errors import needs_strace
 
-CHILD = Path(__file__).parent / "fault_child.py"
+CHILD = Path(__file__).parent / "store_child.py"
 MESSAGES = 120
 # The first failing write, counted after the ones opening the store takes
-# (measured: the schema's, about 50), within the 450 or so MESSAGES sends make.
+# (measured: the schema's, about 50), within the 400 or so MESSAGES sends make.
 AFTER_OPEN = (1, 250)
 
 
+def _files(data: Path) -> list[str]:
+    return [f"-P{data / 'callboard.sqlite3'}", f"-P{data / 'callboard.sqlite3-wal'}"]
+
+
 async def _writes_to_open(tmp_path: Path) -> int:
-    """How many writes opening a new data directory makes (no send)."""
-    command = [sys.executable, str(CHILD), str(tmp_path / "opening"), "0", "write", "EIO", "0", "0"]
-    run = await run_child(command, kill_when_done=False)
-    assert run.returncode == 0, run.errors[-5:]
-    return int(json.loads(run.lines[-1])["writes"])
+    """How many pwrite64 calls opening a new data directory makes (no send)."""
+    data, log = tmp_path / "opening", tmp_path / "opening.strace"
+    strace = ["strace", "-f", "-qq", "-o", str(log), *_files(data), "-e", "trace=pwrite64"]
+    run = await run_child([*strace, sys.executable, str(CHILD), "send", str(data), "0"])
+    assert "done" in run.lines, run.errors[-5:]
+    return sum("pwrite64(" in line for line in log.read_text().splitlines())
 
 
 async def _trial(data: Path, error: str, first: int, last: int, *, halt: bool) -> Run:
     """Run the child with writes ``first`` to ``last`` of its database files failing."""
-    command = [sys.executable, str(CHILD), str(data), str(MESSAGES), "write", error]
-    run = await run_child([*command, str(first), str(last)] + (["halt"] if halt else []))
+    strace = ["strace", "-f", "-qq", "-o", "/dev/null", *_files(data), "-e", "trace=pwrite64",
+              "-e", f"inject=pwrite64:error={error}:when={first}..{last}"]  # fmt: skip
+    command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
+    run = await run_child(command + (["halt"] if halt else []))
     assert halt or "done" in run.lines, f"the child ended early: {run.lines[-3:]} {run.errors[-5:]}"
     return run
 
@@ -63,6 +69,7 @@ async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[T
     return going_on, halted, faulted
 
 
+@needs_strace
 async def test_a_full_disk_at_a_write_refuses_cleanly_and_loses_or_doubles_nothing(
     tmp_path, request
 ):
@@ -76,6 +83,7 @@ async def test_a_full_disk_at_a_write_refuses_cleanly_and_loses_or_doubles_nothi
     assert faulted == 2 * trials  # every run met its fault and answered for it
 
 
+@needs_strace
 async def test_an_io_error_at_a_write_answers_unknown_outcome_and_loses_or_doubles_nothing(
     tmp_path, request
 ):
