@@ -3,9 +3,12 @@ meanwhile, in its own thread otherwise (`CommitPlace`)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 
 import trio
+import trio.testing
 
 from callboard.store import open_sqlite_store
 from callboard.store._commit_place import INLINE_OPS, INLINE_SECONDS, CommitPlace
@@ -71,6 +74,19 @@ async def test_the_place_is_inline_only_for_a_small_batch_with_nothing_to_run_on
     async with trio.open_nursery() as nursery:
         nursery.start_soon(trio.lowlevel.checkpoint)  # ready to run until it first runs
         assert not place.inline(1)
+    assert place.inline(1)
+    # A task waiting to write: its socket's buffer is full, and no one reads.
+    left, right = socket.socketpair()
+    with left, right:
+        left.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                left.send(b"x" * 65536)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.socket.from_stdlib_socket(left).send, b"more")
+            await trio.testing.wait_all_tasks_blocked()
+            assert not place.inline(1)
+            nursery.cancel_scope.cancel()
     assert place.inline(1)
     # A slow disk: once the commits take longer than the bound, they leave the loop...
     for _ in range(20):

@@ -14,8 +14,11 @@ So a COMMIT is made inline when all of these hold:
 - the batch is small (`INLINE_OPS` operations at most): a big batch has
   writers waiting, and their next requests are read and checked while it
   syncs;
-- no other task is ready to run (trio's ``tasks_runnable``): the loop
-  would only wait for I/O meanwhile;
+- no other task is ready to run, and none waits to write (trio's
+  ``tasks_runnable``, and its epoll backend's ``tasks_waiting_write``): the
+  loop would only wait for something to read meanwhile, while a task that
+  waits to write has bytes the kernel may take at any moment (a fan-out to
+  subscribers' sockets);
 - the disk is quick: the commits of late took less than `INLINE_SECONDS`
   (smoothed). On a slow disk an inline fsync would hold up the event loop,
   timers and pings included, and the hand-off costs little beside it.
@@ -48,11 +51,12 @@ class CommitPlace:
         self._seconds = 0.0  # a moving average of the commits' durations
 
     def inline(self, operations: int) -> bool:
-        return (
-            operations <= INLINE_OPS
-            and self._seconds < INLINE_SECONDS
-            and trio.lowlevel.current_statistics().tasks_runnable == 0
-        )
+        if operations > INLINE_OPS or self._seconds >= INLINE_SECONDS:
+            return False
+        now = trio.lowlevel.current_statistics()
+        # The attribute is the epoll backend's (Linux); others have no such count.
+        writing = getattr(now.io_statistics, "tasks_waiting_write", 0)
+        return now.tasks_runnable == 0 and not writing
 
     def took(self, seconds: float) -> None:
         """A COMMIT took ``seconds``, wherever it was made."""
