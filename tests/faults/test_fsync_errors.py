@@ -41,13 +41,14 @@ async def _trial(data: Path, fail_at: int, *, halt: bool) -> Run:
     return run
 
 
-async def _syncs_to_open(tmp_path: Path) -> int:
-    """How many fdatasync calls opening a new data directory makes (no send)."""
-    data, log = tmp_path / "opening", tmp_path / "opening.strace"
-    strace = ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=fdatasync"]
+async def calls_to_open(data: Path, call: str, *only: str) -> int:
+    """How many ``call`` system calls (within ``only``, strace filters such as
+    ``-PFILE``) opening the new data directory ``data`` makes, with no send."""
+    log = data.with_name(f"{data.name}.strace")
+    strace = ["strace", "-f", "-qq", "-o", str(log), *only, "-e", f"trace={call}"]
     run = await run_child([*strace, sys.executable, str(CHILD), "send", str(data), "0"])
     assert "done" in run.lines, run.errors[-5:]
-    return sum("fdatasync(" in line for line in log.read_text().splitlines())
+    return sum(f"{call}(" in line for line in log.read_text().splitlines())
 
 
 @needs_strace
@@ -64,7 +65,7 @@ async def test_a_failed_fsync_answers_unknown_outcome_and_loses_or_doubles_nothi
         # after the fault, reopens it (no more syncs than the first open), while
         # the writer's thread commits. The Nth is past both opens, so that only
         # a commit meets it.
-        first = 2 * await _syncs_to_open(tmp_path) + 1
+        first = 2 * await calls_to_open(tmp_path / "opening", "fdatasync") + 1
         for trial in range(2 * trials):
             data = tmp_path / f"trial-{trial}"
             halt = trial % 2 == 1  # killed at once after the fault, or going on

@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 from checker import Tally, applied
 from runner import Run, run_child
-from test_fsync_errors import needs_strace
+from test_fsync_errors import calls_to_open, needs_strace
 
 CHILD = Path(__file__).parent / "store_child.py"
 MESSAGES = 120
@@ -34,15 +34,6 @@ def _files(data: Path) -> list[str]:
 
 # What the store logs when a write fails with each error (`FullDisk`, the fail-stop).
 _ANSWERED = {"ENOSPC": "the disk is full", "EIO": "the store stopped after an I/O error"}
-
-
-async def _writes_to_open(tmp_path: Path) -> int:
-    """How many pwrite64 calls opening a new data directory makes (no send)."""
-    data, log = tmp_path / "opening", tmp_path / "opening.strace"
-    strace = ["strace", "-f", "-qq", "-o", str(log), *_files(data), "-e", "trace=pwrite64"]
-    run = await run_child([*strace, sys.executable, str(CHILD), "send", str(data), "0"])
-    assert "done" in run.lines, run.errors[-5:]
-    return sum("pwrite64(" in line for line in log.read_text().splitlines())
 
 
 async def _trial(data: Path, error: str, first: int, last: int, *, halt: bool) -> Run:
@@ -60,7 +51,8 @@ async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[T
     at once, and how many runs met their fault (the store logged its answer)."""
     rng = random.Random(seed)
     going_on, halted, faulted = Tally(), Tally(), 0
-    opening = await _writes_to_open(tmp_path)
+    fresh = tmp_path / "opening"
+    opening = await calls_to_open(fresh, "pwrite64", *_files(fresh))
     assert opening > 0
     for trial in range(2 * trials):
         data = tmp_path / f"{error}-{trial}"
