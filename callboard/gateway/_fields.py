@@ -125,6 +125,10 @@ def _byte_limit(value: Any, _: Any) -> int:
     return _integer(value, "an integer >= 1 (bytes in one reply)", 1)
 
 
+def _dead_letter_id(value: Any, _: Any) -> int:
+    return _integer(value, "an integer >= 1 (a dead letter's id)", 1, _MAX_SEQ)
+
+
 def _protocol(value: Any, _: Any) -> int:
     if value is None:
         return PROTOCOL_VERSION
@@ -163,11 +167,5 @@ ByteOffset = Annotated[int, override(struct_hook=_offset)]
 """A byte offset into a job's output: 0 to 2**63 - 1."""
 ByteLimit = Annotated[int, override(struct_hook=_byte_limit)]
 """How many bytes one ``output`` reply may hold: 1 or more (capped by the server)."""
-
-
-def _dead_letter_id(value: Any, _: Any) -> int:
-    return _integer(value, "an integer >= 1 (a dead letter's id)", 1, _MAX_SEQ)
-
-
 DeadLetterId = Annotated[int, override(struct_hook=_dead_letter_id)]
 """A dead letter's id: 1 to 2**63 - 1."""
