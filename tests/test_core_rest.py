@@ -7,12 +7,15 @@ and nothing is read back from the store for the message that wakes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import trio
+import trio.testing
 from core_kinds import Brittle, Counter
 
 import callboard
+from callboard.supervisor._states import CellState
 
 
 class Tidy(callboard.Actor):
@@ -146,3 +149,57 @@ async def test_closing_with_resting_actors_keeps_everything_they_committed(tmp_p
             again = (await rt.inspect("counter/c0")).state["total"]
     assert totals == [0, 1, 2, 3, 4]
     assert again == 10
+
+
+async def _idle_cell(rt: callboard.Runtime, address: str):
+    """``address`` active and idle, its task parked (the cell is the runtime's own)."""
+    await rt.send(address, "add", {"n": 1, "id": "first"})
+    await rt.wait_handled(address, 1)
+    await trio.testing.wait_all_tasks_blocked()
+    cell = rt._cells.cells[address]
+    assert cell.state is CellState.IDLE
+    return cell
+
+
+async def _rest_as_work_comes(cell, arrive: Callable[[], None]) -> None:
+    """The sweeper asks ``cell`` to rest and ``arrive`` comes in the next pass of
+    the scheduler: in about half the passes the task has by then decided to
+    rest and taken its last schedule point, so the wake-up finds no one."""
+    cell.request_rest()
+    await trio.lowlevel.checkpoint()
+    arrive()
+    await trio.testing.wait_all_tasks_blocked()
+    assert cell.state is not CellState.RESTING, "the work was left with a resting cell"
+
+
+async def test_work_that_comes_as_the_task_lets_go_is_not_left_with_the_resting_cell(
+    tmp_path, store_url
+):
+    # Each kind of work 16 times: both orders of the scheduler's pass come up.
+    config = callboard.RuntimeConfig(rest_after=3600.0, passivate_after=7200.0)
+    with trio.fail_after(30):
+        async with callboard.open_runtime(
+            tmp_path, kinds=KINDS, config=config, store=store_url
+        ) as rt:
+            for n in range(16):
+                # A message: made durable, then handed to the cell as a send does.
+                address = f"counter/m{n}"
+                cell = await _idle_cell(rt, address)
+                item = rt._message(Counter, address, "add", {"n": 2, "id": "second"}, None, None)
+                (stored,) = await rt._store.enqueue([item])
+                await _rest_as_work_comes(cell, functools.partial(rt._accepted, item, stored))
+                await rt.wait_handled(address, stored.seq)
+                assert (await rt.inspect(address)).state["total"] == 3
+                # A stop: its on_stop runs and the actor ends.
+                cell = await _idle_cell(rt, f"tidy/s{n}")
+                await _rest_as_work_comes(cell, cell.request_stop)
+                await cell.done.wait()
+                assert cell.final_status == "stopped"
+                # The passivation sweep's request: the cell is forgotten.
+                address = f"counter/p{n}"
+                cell = await _idle_cell(rt, address)
+                await _rest_as_work_comes(cell, cell.request_passivation)
+                await cell.done.wait()
+                assert address not in rt._cells.cells
+            stats = rt.statistics()
+    assert stats.passivations == 16 and stats.resting == 0

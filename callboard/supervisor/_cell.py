@@ -290,8 +290,7 @@ class ActorCell(Controls, FastLane, CellCommits, CellRest):
         finally:
             self._context = None
             if resting:
-                self.state = CellState.RESTING
-                self._svc.counted("rests")
+                self._rested()
             else:
                 self._finish()
 

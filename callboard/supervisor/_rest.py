@@ -73,6 +73,25 @@ class CellRest:
         if self.state is CellState.RESTING:
             self._finish()
 
+    def _rested(self) -> None:
+        """The task has let go: the cell rests, unless work came meanwhile.
+
+        The task decided to rest, then took a schedule point (its
+        activities' nursery closing) before it ended. A message, a stop or
+        a request that came then found the cell not yet resting, so its
+        wake-up was for a task that no longer waits, and was dropped. Such
+        work is looked for here, once nothing can come between.
+        """
+        self.state = CellState.RESTING
+        self._svc.counted("rests")
+        if (
+            self._stop_requested
+            or self._passivation_requested
+            or self._controls
+            or (not self._paused and (self._inbox or self._inbox.stale))
+        ):
+            self._wake_from_rest()
+
     def _wake_from_rest(self) -> None:
         # RUNNING at once: a second delivery before the task starts must not
         # start another. The task finds the flags and the inbox as they are.
