@@ -28,6 +28,7 @@ import trio
 from ..errors import StoreUnavailable
 from . import _retention as retention
 from . import _sqlite_ops as ops
+from ._commit_place import CommitPlace
 from ._event_reads import EventReaders
 from ._full import FullDisk
 from ._lock import DirectoryLock
@@ -121,6 +122,7 @@ class SqliteStore(BatchWriter, SqliteReads, StoreWrites, SingleNode):
         self._full = FullDisk(directory)
         self._group_commits = GroupCommits()
         self._worker = WorkerThread("callboard writer")
+        self._commit_place = CommitPlace()
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:

@@ -12,7 +12,8 @@ What is measured, per group commit:
   sender of that commit waited. The writer notes the time when a write
   finds the queue empty (one clock read per batch, not per write).
 - **commit**: from the writer taking the batch to telling its callers: the
-  transaction, its fsync and the thread hop.
+  transaction, its fsync and the hop to the writer's thread (SQLite: for
+  the commits not made on the trio thread, `CommitPlace`).
 - **batch**: how many writes the transaction carried.
 """
 

@@ -1,9 +1,10 @@
 """`WorkerThread`: the SQLite writer's own thread, for the calls that block.
 
-The writer hands a call to a thread at every group commit (the COMMIT,
-which waits for the fsync). `trio.to_thread.run_sync` costs about 100 µs of
-CPU per call on our machines: it names the OS thread for the call and names
-it back (two writes under /proc), and goes through trio's thread cache. One
+The writer hands a call to a thread at most group commits (the COMMIT,
+which waits for the fsync; `CommitPlace` says which it makes itself).
+`trio.to_thread.run_sync` costs about 100 µs of CPU per call on our
+machines: it names the OS thread for the call and names it back (two
+writes under /proc), and goes through trio's thread cache. One
 thread kept for the writer, handed each call through a queue and answering
 through the trio token, costs about a third of that. The calls are the
 writer's, one at a time, so one thread is all it needs.

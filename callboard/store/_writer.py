@@ -22,6 +22,7 @@ from collections.abc import Callable
 import trio
 
 from ..errors import StoreUnavailable, UnknownOutcome
+from ._commit_place import CommitPlace
 from ._full import FullDisk
 from ._op_queue import OpQueue, _Op
 from ._rhythm import GroupCommits
@@ -66,6 +67,7 @@ class BatchWriter(OpQueue):
     _full: FullDisk
     _group_commits: GroupCommits
     _worker: WorkerThread
+    _commit_place: CommitPlace
 
     def _refusing(self) -> bool:
         """The disk is full (see `FullDisk`): writes are refused until there is room."""
@@ -105,9 +107,10 @@ class BatchWriter(OpQueue):
         The statements run here, on the trio thread: they are short, and a
         worker thread would have to win the GIL back for each of them while
         the actors keep it busy. Only the COMMIT, which waits for the fsync,
-        goes to the writer's thread, and the event loop runs on meanwhile. A
-        batch with a slow op (a retention step, a few ms of deleting) runs in
-        that thread whole: SQLite lets go of the GIL while it works.
+        goes to the writer's thread, and the event loop runs on meanwhile
+        (unless nothing would run meanwhile: `CommitPlace`). A batch with a
+        slow op (a retention step, a few ms of deleting) runs in that thread
+        whole: SQLite lets go of the GIL while it works.
         """
         conn = self._writer
         assert conn is not None
@@ -138,8 +141,13 @@ class BatchWriter(OpQueue):
                 conn.execute("ROLLBACK")
             await self._worker.run(self._run_batch, batch, now)
             return
+        place = self._commit_place
+        started = time.perf_counter()
         try:
-            await self._worker.run(conn.execute, "COMMIT")
+            if place.inline(len(batch)):
+                conn.execute("COMMIT")
+            else:
+                await self._worker.run(conn.execute, "COMMIT")
         except BaseException as exc:
             # Whatever became of the transaction, the table is the truth now.
             state.forget()
@@ -153,6 +161,8 @@ class BatchWriter(OpQueue):
             for op in batch:
                 op.result = None
                 op.error = self._unavailable(exc)
+        else:
+            place.took(time.perf_counter() - started)
 
     def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
         """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).

@@ -9,8 +9,12 @@ child waits to be killed (a fault test ends it with SIGKILL, the worst end).
 With ``halt``, the sender that meets the first fault kills the process with
 SIGKILL at once, before a later write can cover what the fault left in the
 WAL (it would be written at the same place). With ``pad=N`` every body
-carries N bytes more (to fill a disk sooner). Other children import `send`
-and pass ``then``, what to do after ``done`` instead of waiting.
+carries N bytes more (to fill a disk sooner). With ``commit=inline`` every
+COMMIT is made on the trio thread, with ``commit=thread`` every one in the
+writer's thread (the store picks per batch: `CommitPlace`): strace counts
+the calls of each thread apart, so a test that fails the Nth call of one
+makes one thread commit, once each way. Other children import `send` and
+pass ``then``, what to do after ``done`` instead of waiting.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 import core_kinds
 
 import callboard
+from callboard.store._commit_place import CommitPlace
 
 ACTORS = 4
 IN_FLIGHT = 8
@@ -82,7 +87,16 @@ async def send(
         await then()
 
 
+def commit_at(place: str) -> None:
+    """Make every COMMIT ``inline`` or in the writer's ``thread`` (see the module)."""
+    assert place in ("inline", "thread"), place
+    CommitPlace.inline = lambda self, operations: place == "inline"  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     options = sys.argv[4:]
+    for option in options:
+        if option.startswith("commit="):
+            commit_at(option.removeprefix("commit="))
     pads = [int(o.removeprefix("pad=")) for o in options if o.startswith("pad=")]
     trio.run(partial(send, pad=sum(pads)), sys.argv[2], int(sys.argv[3]), "halt" in options)

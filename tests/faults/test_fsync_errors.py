@@ -30,13 +30,13 @@ needs_strace = pytest.mark.skipif(
 )
 
 
-async def _trial(data: Path, fail_at: int, *, halt: bool) -> Run:
-    """Run the child with the ``fail_at``-th fdatasync of the writer's thread failing;
-    kill it once done (with ``halt`` it kills itself at the fault)."""
+async def _trial(data: Path, fail_at: int, place: str, *, halt: bool) -> Run:
+    """Run the child with the ``fail_at``-th fdatasync (of the thread that commits,
+    ``place``) failing; kill it once done (with ``halt`` it kills itself at the fault)."""
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync",
               "-e", f"inject=fdatasync:error=EIO:when={fail_at}"]  # fmt: skip
     command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
-    run = await run_child(command + (["halt"] if halt else []))
+    run = await run_child(command + [f"commit={place}"] + (["halt"] if halt else []))
     assert halt or "done" in run.lines, f"the child ended early: {run.lines[-3:]} {run.errors[-5:]}"
     return run
 
@@ -52,8 +52,9 @@ async def calls_to_open(data: Path, call: str, *only: str) -> int:
 
 
 @needs_strace
+@pytest.mark.parametrize("place", ["inline", "thread"])
 async def test_a_failed_fsync_answers_unknown_outcome_and_loses_or_doubles_nothing(
-    tmp_path, request
+    tmp_path, request, place
 ):
     trials = 40 if request.config.getoption("--longrun") else 3
     rng = random.Random(request.node.name)
@@ -62,18 +63,17 @@ async def test_a_failed_fsync_answers_unknown_outcome_and_loses_or_doubles_nothi
     halted = Tally()
     with trio.fail_after(60 * trials):
         # strace counts each thread's calls: the trio thread opens the store and,
-        # after the fault, reopens it (no more syncs than the first open), while
-        # the writer's thread commits. The Nth is past both opens, so that only
-        # a commit meets it.
+        # after the fault, reopens it (no more syncs than the first open). The
+        # Nth is past both, so that only the commit meets it, wherever it is made.
         first = 2 * await calls_to_open(tmp_path / "opening", "fdatasync") + 1
         for trial in range(2 * trials):
             data = tmp_path / f"trial-{trial}"
             halt = trial % 2 == 1  # killed at once after the fault, or going on
-            run = await _trial(data, rng.randint(first, first + 14), halt=halt)
+            run = await _trial(data, rng.randint(first, first + 14), place, halt=halt)
             (halted if halt else tally).add(run.told, run.unknown, await applied(data))
             stops.append(run.logged("the store stopped after an I/O error"))
-    print(tally.line("EIO on fdatasync, going on"))
-    print(halted.line("EIO on fdatasync, killed at once"))
+    print(tally.line(f"EIO on fdatasync, committing {place}, going on"))
+    print(halted.line(f"EIO on fdatasync, committing {place}, killed at once"))
     tally.check()
     halted.check()
     assert tally.acked == trials * MESSAGES  # every unknown outcome was learnt by a retry

@@ -16,6 +16,7 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from checker import Tally, applied
 from runner import Run, run_child
@@ -36,17 +37,20 @@ def _files(data: Path) -> list[str]:
 _ANSWERED = {"ENOSPC": "the disk is full", "EIO": "the store stopped after an I/O error"}
 
 
-async def _trial(data: Path, error: str, first: int, last: int, *, halt: bool) -> Run:
-    """Run the child with writes ``first`` to ``last`` of its database files failing."""
+async def _trial(data: Path, error: str, first: int, last: int, place: str, *, halt: bool) -> Run:
+    """Run the child with writes ``first`` to ``last`` of its database files failing
+    (as the thread that commits, ``place``, counts them)."""
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", *_files(data), "-e", "trace=pwrite64",
               "-e", f"inject=pwrite64:error={error}:when={first}..{last}"]  # fmt: skip
     command = [*strace, sys.executable, str(CHILD), "send", str(data), str(MESSAGES)]
-    run = await run_child(command + (["halt"] if halt else []))
+    run = await run_child(command + [f"commit={place}"] + (["halt"] if halt else []))
     assert halt or "done" in run.lines, f"the child ended early: {run.lines[-3:]} {run.errors[-5:]}"
     return run
 
 
-async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[Tally, Tally, int]:
+async def _trials(
+    tmp_path: Path, error: str, place: str, trials: int, seed: str
+) -> tuple[Tally, Tally, int]:
     """Tallies of the children that went on after the fault and of those killed
     at once, and how many runs met their fault (the store logged its answer)."""
     rng = random.Random(seed)
@@ -59,7 +63,7 @@ async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[T
         halt = trial % 2 == 1
         first = opening + rng.randint(*AFTER_OPEN)
         last = first + rng.choice((0, 0, rng.randint(1, 30)))  # one failure, or a burst
-        run = await _trial(data, error, first, last, halt=halt)
+        run = await _trial(data, error, first, last, place, halt=halt)
         (halted if halt else going_on).add(run.told, run.unknown, await applied(data))
         # Met and answered by the store: the batch it hit may hold only actors'
         # commits (their cells retry them), so no sender need hear of it.
@@ -68,14 +72,17 @@ async def _trials(tmp_path: Path, error: str, trials: int, seed: str) -> tuple[T
 
 
 @needs_strace
+@pytest.mark.parametrize("place", ["inline", "thread"])
 async def test_a_full_disk_at_a_write_refuses_cleanly_and_loses_or_doubles_nothing(
-    tmp_path, request
+    tmp_path, request, place
 ):
     trials = 60 if request.config.getoption("--longrun") else 3
     with trio.fail_after(60 * trials):
-        going_on, halted, faulted = await _trials(tmp_path, "ENOSPC", trials, request.node.name)
-    print(going_on.line("ENOSPC on write, going on"))
-    print(halted.line("ENOSPC on write, killed at once"))
+        going_on, halted, faulted = await _trials(
+            tmp_path, "ENOSPC", place, trials, request.node.name
+        )
+    print(going_on.line(f"ENOSPC on write, committing {place}, going on"))
+    print(halted.line(f"ENOSPC on write, committing {place}, killed at once"))
     going_on.check()
     halted.check()
     assert faulted == 2 * trials  # every run met its fault and answered for it
@@ -83,14 +90,15 @@ async def test_a_full_disk_at_a_write_refuses_cleanly_and_loses_or_doubles_nothi
 
 
 @needs_strace
+@pytest.mark.parametrize("place", ["inline", "thread"])
 async def test_an_io_error_at_a_write_answers_unknown_outcome_and_loses_or_doubles_nothing(
-    tmp_path, request
+    tmp_path, request, place
 ):
     trials = 60 if request.config.getoption("--longrun") else 3
     with trio.fail_after(60 * trials):
-        going_on, halted, faulted = await _trials(tmp_path, "EIO", trials, request.node.name)
-    print(going_on.line("EIO on write, going on"))
-    print(halted.line("EIO on write, killed at once"))
+        going_on, halted, faulted = await _trials(tmp_path, "EIO", place, trials, request.node.name)
+    print(going_on.line(f"EIO on write, committing {place}, going on"))
+    print(halted.line(f"EIO on write, committing {place}, killed at once"))
     going_on.check()
     halted.check()
     assert going_on.unknown > 0 and halted.unknown > 0
