@@ -79,7 +79,8 @@ class OpQueue:
     _largest: int
     _commit_seconds: float
     _waiting_since: float | None = None
-    """When the oldest write not yet taken by the writer was queued (None: none waits)."""
+    """When the oldest write not yet taken by the writer was queued (None: none
+    waits). Also what says that writes wait (`StoreWrites._queued`)."""
 
     @cached_property
     def _timings(self) -> CommitTimings:
@@ -167,4 +168,5 @@ class OpQueue:
                 break
             op.error = RuntimeClosed("the store closed before this write ran; nothing was written")
             op.finish()
+        self._waiting_since = None
         self._group_commits.finished()

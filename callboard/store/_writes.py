@@ -109,8 +109,11 @@ class StoreWrites(OpQueue):
         return self._group_commits.call_after_next(fn, self._queued())
 
     def _queued(self) -> bool:
-        """Writes wait that the writer has not taken yet."""
-        return self._send.statistics().current_buffer_used > 0
+        """Writes wait that the writer has not taken yet (or it has taken the
+        first of its next batch only). The channel's ``statistics()`` says as
+        much, but builds a record of five fields for it, and this is asked
+        at every step of an actor with one message."""
+        return self._waiting_since is not None
 
     async def spawn(self, address: str, kind: str, spec: bytes) -> tuple[bool, bytes | None]:
         return await self._submit(
