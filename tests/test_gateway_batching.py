@@ -119,6 +119,22 @@ async def test_a_write_cut_off_halfway_closes_the_socket_and_nothing_follows_it(
     assert received == payload[: len(received)]
 
 
+async def test_a_write_after_the_socket_closed_or_its_peer_went_is_refused_by_name():
+    server_socket, client_socket = trio.socket.socketpair()
+    held = HeldWrites(trio.SocketStream(server_socket))
+    client = trio.SocketStream(client_socket)
+    with trio.fail_after(5):
+        await held.send_all(b"first")
+        assert await client.receive_some(100) == b"first"
+        client_socket.close()  # the client vanished
+        with pytest.raises(trio.BrokenResourceError, match="the connection broke"):
+            for _ in range(100):  # the first writes may still be taken by the kernel
+                await held.send_all(b"more")
+        server_socket.close()  # and the gateway closed its end: its descriptor is gone
+        with pytest.raises(trio.ClosedResourceError, match="socket was closed"):
+            await held.send_all(b"after the close")
+
+
 async def test_a_client_closing_during_a_batch_gets_the_held_frames_and_the_close_reply():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:

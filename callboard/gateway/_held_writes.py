@@ -33,6 +33,7 @@ closes its socket and refuses every later write.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 
 import trio
@@ -130,12 +131,23 @@ class HeldWrites(trio.abc.Stream):
         if self._socket is None:
             await self.stream.send_all(data)
             return len(data)
-        try:
-            return await self._socket.send(data)
-        except OSError as exc:  # as trio.SocketStream.send_all says it
-            if exc.errno == errno.EBADF:
-                raise trio.ClosedResourceError("the connection's socket was closed") from None
-            raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
+        # Written with os.write, and waited for only when the socket is full.
+        # trio's send takes a schedule point after every write that went
+        # through, a task step more per batch of frames; the writer takes one
+        # anyway in trio-websocket's send lock. A cancel point still.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            fd = self._socket.fileno()  # read at each write: -1 once it is closed
+            try:
+                if fd < 0:
+                    raise OSError(errno.EBADF, "the socket is closed")
+                return os.write(fd, data)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+            except OSError as exc:  # as trio.SocketStream.send_all says it
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("the connection's socket was closed") from None
+                raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
