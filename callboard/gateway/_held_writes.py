@@ -41,6 +41,9 @@ import trio
 __all__ = ["HeldWrites"]
 
 
+_CLOSED = "the connection's socket was closed"
+
+
 def _no_progress() -> None:
     pass
 
@@ -140,13 +143,13 @@ class HeldWrites(trio.abc.Stream):
             fd = self._socket.fileno()  # read at each write: -1 once it is closed
             try:
                 if fd < 0:
-                    raise OSError(errno.EBADF, "the socket is closed")
+                    raise trio.ClosedResourceError(_CLOSED)
                 return os.write(fd, data)
             except BlockingIOError:
                 await trio.lowlevel.wait_writable(fd)
             except OSError as exc:  # as trio.SocketStream.send_all says it
                 if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError("the connection's socket was closed") from None
+                    raise trio.ClosedResourceError(_CLOSED) from None
                 raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
 
     async def wait_send_all_might_not_block(self) -> None:
