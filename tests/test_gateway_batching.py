@@ -135,6 +135,77 @@ async def test_a_write_after_the_socket_closed_or_its_peer_went_is_refused_by_na
             await held.send_all(b"after the close")
 
 
+async def test_reads_come_from_the_socket_with_or_without_a_wait_until_the_end_of_stream():
+    server_socket, client_socket = trio.socket.socketpair()
+    held = HeldWrites(trio.SocketStream(server_socket))
+    client = trio.SocketStream(client_socket)
+    with trio.fail_after(5), server_socket, client_socket:
+        await client.send_all(b"already there")
+        assert await held.receive_some() == b"already there"  # no wait
+        async with trio.open_nursery() as nursery:
+            got: list[bytes | bytearray] = []
+
+            async def read() -> None:
+                got.append(await held.receive_some(4))
+
+            nursery.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked()  # the reader waits for data
+            await client.send_all(b"abcdefgh")
+        assert got == [b"abcd"]  # at most max_bytes
+        assert await held.receive_some(100) == b"efgh"
+        with pytest.raises(ValueError, match="max_bytes"):
+            await held.receive_some(0)
+        await client.aclose()
+        assert await held.receive_some() == b""  # end of stream
+
+
+async def test_a_read_of_a_closed_socket_is_refused_even_while_it_waits():
+    server_socket, client_socket = trio.socket.socketpair()
+    held = HeldWrites(trio.SocketStream(server_socket))
+    with trio.fail_after(5), client_socket:
+        async with trio.open_nursery() as nursery:
+            refused: list[BaseException] = []
+
+            async def read() -> None:
+                try:
+                    await held.receive_some()
+                except trio.ClosedResourceError as exc:
+                    refused.append(exc)
+
+            nursery.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked()
+            server_socket.close()  # the connection is torn down under the reader
+        assert len(refused) == 1
+        with pytest.raises(trio.ClosedResourceError, match="socket was closed"):
+            await held.receive_some()
+
+
+async def test_a_read_with_data_waiting_is_a_cancel_point_and_lets_other_tasks_run():
+    server_socket, client_socket = trio.socket.socketpair()
+    held = HeldWrites(trio.SocketStream(server_socket))
+    client = trio.SocketStream(client_socket)
+    with trio.fail_after(5), server_socket, client_socket:
+        await client.send_all(b"x" * 1000)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await held.receive_some(1)
+        assert scope.cancelled_caught  # cancelled before it read anything
+        ran = trio.Event()
+        reads = 0
+
+        async def other_task() -> None:
+            ran.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other_task)
+            while not ran.is_set():  # data is always there: only a schedule point ends this
+                await held.receive_some(1)
+                reads += 1
+        # The new task runs at the first schedule point or, in trio's shuffled
+        # batch order, at the one after it; without them the loop reads all.
+        assert reads <= 2 and await held.receive_some() == b"x" * (1000 - reads)
+
+
 async def test_a_client_closing_during_a_batch_gets_the_held_frames_and_the_close_reply():
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
