@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from callboard.store import open_sqlite_store
-from callboard.store._commit_place import INLINE_OPS, INLINE_SECONDS, CommitPlace
+from callboard.store._commit_place import INLINE_OPS, INLINE_SECONDS, PROBE_EVERY, CommitPlace
 from callboard.store._records import Enqueue
 
 
@@ -96,3 +96,46 @@ async def test_the_place_is_inline_only_for_a_small_batch_with_nothing_to_run_on
     for _ in range(40):
         place.took(INLINE_SECONDS / 10)
     assert place.inline(1)
+
+
+def test_while_the_disk_looks_slow_one_commit_in_so_many_is_made_inline_to_time_it_again():
+    place = CommitPlace()
+    for _ in range(50):
+        place.took(INLINE_SECONDS * 10)  # inline commits that held the loop 10 ms
+
+    async def decide() -> list[bool]:
+        return [place.inline(1) for _ in range(3 * PROBE_EVERY)]
+
+    decisions = trio.run(decide)
+    assert [i for i, made in enumerate(decisions) if made] == [
+        PROBE_EVERY - 1,
+        2 * PROBE_EVERY - 1,
+        3 * PROBE_EVERY - 1,
+    ]
+    # The probes find the disk quick again, and the commits come back inline.
+    for _ in range(50):
+        place.took(INLINE_SECONDS / 10)
+    assert all(trio.run(decide))
+
+
+async def test_commits_made_in_the_writers_thread_do_not_count_as_the_disks_time(tmp_path):
+    # A commit handed to the thread comes back late when the loop is busy;
+    # that lateness must not make the next lone write leave the loop.
+    with trio.fail_after(20):
+        async with open_sqlite_store(tmp_path) as store:
+            addresses = await _spawned(store, INLINE_OPS + 1)
+            inline = _commits_by_thread(store)
+            place = store._commit_place  # type: ignore[attr-defined]
+            before = place._seconds
+
+            async def send(address: str) -> None:
+                await store.enqueue([Enqueue(address, "add", b"1")])
+
+            async with trio.open_nursery() as nursery:
+                for address in addresses:
+                    nursery.start_soon(send, address)
+            assert inline == [False]
+            assert place._seconds == before  # the thread's commit was not timed
+            await send(addresses[0])
+            assert inline == [False, True]
+            assert place._seconds != before  # the inline one was

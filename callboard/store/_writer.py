@@ -142,9 +142,10 @@ class BatchWriter(OpQueue):
             await self._worker.run(self._run_batch, batch, now)
             return
         place = self._commit_place
+        inline = place.inline(len(batch))
         started = time.perf_counter()
         try:
-            if place.inline(len(batch)):
+            if inline:
                 conn.execute("COMMIT")
             else:
                 await self._worker.run(conn.execute, "COMMIT")
@@ -162,7 +163,8 @@ class BatchWriter(OpQueue):
                 op.result = None
                 op.error = self._unavailable(exc)
         else:
-            place.took(time.perf_counter() - started)
+            if inline:
+                place.took(time.perf_counter() - started)
 
     def _stop_after_io_error(self, exc: sqlite3.Error, batch: list[_Op]) -> None:
         """Fail-stop after an I/O error at COMMIT (a failed fsync, typically).
