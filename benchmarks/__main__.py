@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import callboard
 
@@ -28,6 +29,7 @@ from . import (
     _pg_two_nodes,
     _postgres,
 )
+from ._against import against_json, format_against, snapshot_at
 from ._report import (
     MachineLoad,
     Outcome,
@@ -77,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the JSON file (default: results/latest.json for a full run of everything, "
         "results/latest-quick.json for a quick one, results/partial.json for --only, --default-gc, "
         "--repeats or a run where a scenario failed)",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="run every scenario also on the code at git revision REV, side by side in "
+        "each round, and print the change round by round (writes results/against.json)",
     )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument(
@@ -160,17 +168,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     tmpdir.mkdir(parents=True, exist_ok=True)
+    try:
+        before = snapshot_at(ROOT, args.against) if args.against else None
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     load = MachineLoad()
     git = git_state(ROOT)
     code = _snapshot()
     git["core_digest"] = core_digest(code)
     try:
-        outcomes = _run_all(scenarios, settings, args.repeats, tmpdir, code)
+        outcomes = _run_all(scenarios, settings, args.repeats, tmpdir, code, before)
     finally:
         shutil.rmtree(code, ignore_errors=True)
+        if before is not None:
+            shutil.rmtree(before, ignore_errors=True)
     machine_load = load.stop()
+    if args.against:
+        return _report_against(args, scenarios, outcomes, tmpdir, machine_load, git)
 
-    ordered = list(outcomes.values())
+    ordered = [outcomes[("", s.name)] for s in scenarios]
     print(format_table(ordered), flush=True)
     warning = busy_warning(machine_load)
     if warning:
@@ -188,28 +205,60 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_all(
-    scenarios: list[Scenario], settings: Settings, repeats: int | None, tmpdir: Path, code: Path
-) -> dict[str, Outcome]:
-    outcomes = {s.name: Outcome(s) for s in scenarios}
+    scenarios: list[Scenario],
+    settings: Settings,
+    repeats: int | None,
+    tmpdir: Path,
+    code: Path,
+    before: Path | None = None,
+) -> dict[tuple[str, str], Outcome]:
+    """Every run, by (side, scenario name): side "" is this tree, "before" the
+    code at ``--against``'s revision, run just ahead of this tree's each time."""
+    sides = [("", code)] if before is None else [("before", before), ("", code)]
+    outcomes = {(side, s.name): Outcome(s) for side, _ in sides for s in scenarios}
     planned = {s.name: repeats or s.runs(settings) for s in scenarios}
     for round_ in range(max(planned.values())):
         for scenario in scenarios:
-            outcome = outcomes[scenario.name]
-            if round_ >= planned[scenario.name] or outcome.error is not None:
-                continue
-            print(
-                f"[{round_ + 1}/{planned[scenario.name]}] {scenario.name} ...",
-                file=sys.stderr,
-                flush=True,
-            )
-            try:
-                result = _child(scenario.name, settings, tmpdir, code)
-            except Exception as exc:
-                outcome.error = f"{type(exc).__name__}: {exc}"
-                continue
-            outcome.runs.append(result)
-            print(f"    {result.ops_per_s:,.0f} {result.unit}/s", file=sys.stderr, flush=True)
+            for side, side_code in sides:
+                outcome = outcomes[(side, scenario.name)]
+                if round_ >= planned[scenario.name] or outcome.error is not None:
+                    continue
+                label = f"{scenario.name} ({side})" if side else scenario.name
+                print(
+                    f"[{round_ + 1}/{planned[scenario.name]}] {label} ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                try:
+                    result = _child(scenario.name, settings, tmpdir, side_code)
+                except Exception as exc:
+                    outcome.error = f"{type(exc).__name__}: {exc}"
+                    continue
+                outcome.runs.append(result)
+                print(f"    {result.ops_per_s:,.0f} {result.unit}/s", file=sys.stderr, flush=True)
     return outcomes
+
+
+def _report_against(
+    args: argparse.Namespace,
+    scenarios: list[Scenario],
+    outcomes: dict[tuple[str, str], Outcome],
+    tmpdir: Path,
+    machine_load: dict[str, float | None],
+    git: dict[str, Any],
+) -> int:
+    before = [outcomes[("before", s.name)] for s in scenarios]
+    after = [outcomes[("", s.name)] for s in scenarios]
+    print(format_against(args.against, before, after), flush=True)
+    warning = busy_warning(machine_load)
+    if warning:
+        print(f"\n{warning}")
+    out = args.out or RESULTS / "against.json"
+    meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
+    meta["gc"] = "CPython's defaults" if args.default_gc else "callboard.tune_gc"
+    write_json(out, against_json(args.against, before, after, meta))
+    print(f"\nwrote {out}")
+    return 1 if any(o.error is not None for o in (*before, *after)) else 0
 
 
 if __name__ == "__main__":

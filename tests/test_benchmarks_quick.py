@@ -4,7 +4,10 @@ spread over runs and the ratios the issue's targets are read from."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,3 +92,48 @@ def test_only_postgresql_runs_every_baseline_its_ratios_are_taken_against() -> N
         "durable-64-senders-64-actors-postgresql",
         "durable-64-senders-64-actors-postgresql-2-nodes",
     ]
+
+
+def test_against_quotes_the_change_round_by_round() -> None:
+    from benchmarks._against import against_json, format_against
+
+    def run(settings: Settings, workdir: Path) -> Result:
+        raise AssertionError("not run")
+
+    scenario = Scenario("mine", run)
+    before = Outcome(scenario, runs=[_result(100, 10), _result(50, 20), _result(80, 10)])
+    after = Outcome(scenario, runs=[_result(120, 8), _result(45, 25), _result(100, 8)])
+    (change,) = against_json("v1", [before], [after], {"quick": True})["change"]
+    assert change["ops_change_runs"] == [1.2, 0.9, 1.25]  # each round's run over its pair's
+    assert change["ops_change_median"] == 1.2 and change["rounds_ahead"] == 2
+    assert change["cpu_change_runs"] == [0.8, 1.25, 0.8]
+    table = format_against("v1", [before], [after])
+    assert "1.20x (2/3)" in table
+    assert "80 (50-100)" in table and "100 (45-120)" in table  # medians and ranges
+    failed = Outcome(scenario, error="RuntimeError: exit status 1")
+    assert "RuntimeError" in format_against("v1", [failed], [after])
+
+
+def test_against_runs_the_code_of_the_revision_beside_this_tree(tmp_path: Path) -> None:
+    from benchmarks.__main__ import main
+    from benchmarks._against import snapshot_at
+
+    code = snapshot_at(_ROOT, "HEAD")
+    try:
+        shown = subprocess.run(
+            ["git", "-C", str(_ROOT), "show", "HEAD:callboard/__init__.py"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        assert (code / "callboard" / "__init__.py").read_bytes() == shown
+    finally:
+        shutil.rmtree(code)
+    out = tmp_path / "against.json"
+    argv = ["--quick", "--only", "sqlite-commit-per-row", "--repeats", "2", "--against", "HEAD"]
+    assert main([*argv, "--tmpdir", str(tmp_path / "data"), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["against"] == "HEAD"
+    assert [len(s["runs"]) for s in (*report["before"], *report["after"])] == [2, 2]
+    (change,) = report["change"]
+    assert change["name"] == "sqlite-commit-per-row" and len(change["ops_change_runs"]) == 2
+    assert main(["--only", "sqlite-commit-per-row", "--against", "no-such-revision"]) == 2
