@@ -39,11 +39,15 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
+from typing import TypeVar
 
 import trio
 
 __all__ = ["HeldWrites"]
 
+
+_A = TypeVar("_A")
+_T = TypeVar("_T")
 
 _CLOSED = "the connection's socket was closed"
 # What one read takes when the caller names no size (trio's own default).
@@ -145,18 +149,26 @@ class HeldWrites(trio.abc.Stream):
         # through, a task step more per batch of frames; the writer takes one
         # anyway in trio-websocket's send lock. A cancel point still.
         await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
-            fd = self._socket.fileno()  # read at each write: -1 once it is closed
-            try:
-                if fd < 0:
-                    raise trio.ClosedResourceError(_CLOSED)
-                return os.write(fd, data)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(fd)
-            except OSError as exc:  # as trio.SocketStream.send_all says it
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError(_CLOSED) from None
-                raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
+        while (sent := self._try(os.write, data)) is None:
+            await trio.lowlevel.wait_writable(self._socket)
+        return sent
+
+    def _try(self, call: Callable[[int, _A], _T], arg: _A) -> _T | None:
+        """``call(fd, arg)`` on the socket, or None if it would block; errors
+        as trio's socket stream says them. Not a coroutine: the reads and
+        writes that need no wait (most) take no extra frame."""
+        assert self._socket is not None
+        fd = self._socket.fileno()  # read at each call: -1 once it is closed
+        try:
+            if fd < 0:
+                raise trio.ClosedResourceError(_CLOSED)
+            return call(fd, arg)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError(_CLOSED) from None
+            raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
@@ -175,24 +187,14 @@ class HeldWrites(trio.abc.Stream):
         # wait for data or, when data was already there, one after the read,
         # so a client that keeps the socket full cannot hold the event loop.
         await trio.lowlevel.checkpoint_if_cancelled()
-        waited = False
-        while True:
-            fd = self._socket.fileno()  # -1 once closed, even during the wait
-            try:
-                if fd < 0:
-                    raise trio.ClosedResourceError(_CLOSED)
-                data = os.read(fd, max_bytes)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(fd)
-                waited = True
-                continue
-            except OSError as exc:
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError(_CLOSED) from None
-                raise trio.BrokenResourceError(f"the connection broke: {exc}") from exc
-            if not waited:
-                await trio.lowlevel.cancel_shielded_checkpoint()
+        data = self._try(os.read, max_bytes)
+        if data is not None:
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return data
+        while True:
+            await trio.lowlevel.wait_readable(self._socket)
+            if (data := self._try(os.read, max_bytes)) is not None:
+                return data
 
     async def aclose(self) -> None:
         # Held bytes are dropped: the connection is being torn down, and
