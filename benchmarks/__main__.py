@@ -189,19 +189,31 @@ def main(argv: list[str] | None = None) -> int:
 
     ordered = [outcomes[("", s.name)] for s in scenarios]
     print(format_table(ordered), flush=True)
-    warning = busy_warning(machine_load)
-    if warning:
-        print(f"\n{warning}")
     failed = any(o.error is not None for o in ordered)
     partial = bool(args.only or args.repeats or args.default_gc or failed)
     out = args.out or RESULTS / (
         "partial.json" if partial else "latest-quick.json" if args.quick else "latest.json"
     )
-    meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
-    meta["gc"] = "CPython's defaults" if args.default_gc else "callboard.tune_gc"
+    meta = _meta(args, tmpdir, machine_load, git)
     write_json(out, to_json(ordered, meta))
     print(f"\nwrote {out}")
     return 1 if failed else 0
+
+
+def _meta(
+    args: argparse.Namespace,
+    tmpdir: Path,
+    machine_load: dict[str, float | None],
+    git: dict[str, Any],
+) -> dict[str, Any]:
+    """The run's environment for its JSON, after warning on stdout if the
+    machine was busy."""
+    warning = busy_warning(machine_load)
+    if warning:
+        print(f"\n{warning}")
+    meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
+    meta["gc"] = "CPython's defaults" if args.default_gc else "callboard.tune_gc"
+    return meta
 
 
 def _run_all(
@@ -250,12 +262,8 @@ def _report_against(
     before = [outcomes[("before", s.name)] for s in scenarios]
     after = [outcomes[("", s.name)] for s in scenarios]
     print(format_against(args.against, before, after), flush=True)
-    warning = busy_warning(machine_load)
-    if warning:
-        print(f"\n{warning}")
     out = args.out or RESULTS / "against.json"
-    meta = environment(quick=args.quick, datadir=tmpdir, load=machine_load, git=git)
-    meta["gc"] = "CPython's defaults" if args.default_gc else "callboard.tune_gc"
+    meta = _meta(args, tmpdir, machine_load, git)
     write_json(out, against_json(args.against, before, after, meta))
     print(f"\nwrote {out}")
     return 1 if any(o.error is not None for o in (*before, *after)) else 0

@@ -17,10 +17,11 @@ import statistics
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import Result
 from ._report import Outcome, to_json
 
 __all__ = ["against_json", "format_against", "snapshot_at"]
@@ -46,21 +47,29 @@ def snapshot_at(root: Path, rev: str) -> Path:
     return code
 
 
-def _per_round(before: Outcome, after: Outcome, figure: str) -> list[float]:
-    """This tree's figure over ``REV``'s, for each round both ran."""
-    pairs = zip(before.runs, after.runs, strict=False)
-    if figure == "ops":
-        return [round(a.ops_per_s / b.ops_per_s, 3) for b, a in pairs if b.ops_per_s]
+def _per_round(
+    before: Outcome, after: Outcome, figure: Callable[[Result], float | None]
+) -> list[float]:
+    """This tree's ``figure`` over ``REV``'s, for each round both ran and both have it."""
     out = []
-    for b, a in pairs:
-        cpu_b, cpu_a = b.details.get("cpu_us_per_op"), a.details.get("cpu_us_per_op")
-        if cpu_b and cpu_a:
-            out.append(round(cpu_a / cpu_b, 3))
+    for b, a in zip(before.runs, after.runs, strict=False):
+        was, now = figure(b), figure(a)
+        if was and now is not None:
+            out.append(round(now / was, 3))
     return out
 
 
+def _ops(result: Result) -> float:
+    return result.ops_per_s
+
+
+def _cpu(result: Result) -> float | None:
+    cpu: float | None = result.details.get("cpu_us_per_op")
+    return cpu
+
+
 def _change(before: Outcome, after: Outcome) -> dict[str, Any]:
-    ops, cpu = _per_round(before, after, "ops"), _per_round(before, after, "cpu")
+    ops, cpu = _per_round(before, after, _ops), _per_round(before, after, _cpu)
     return {
         "name": after.scenario.name,
         "ops_change_runs": ops,
@@ -107,8 +116,7 @@ def format_against(rev: str, before: Sequence[Outcome], after: Sequence[Outcome]
     rows = [header]
     for b, a in zip(before, after, strict=True):
         change = _change(b, a)
-        cpus = [[r.details["cpu_us_per_op"] for r in o.runs if "cpu_us_per_op" in r.details]
-                for o in (b, a)]  # fmt: skip
+        cpus = [[c for r in o.runs if (c := _cpu(r)) is not None] for o in (b, a)]
         ratio, ahead = change["ops_change_median"], change["rounds_ahead"]
         rows.append((
             a.scenario.name,
