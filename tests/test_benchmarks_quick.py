@@ -94,6 +94,19 @@ def test_only_postgresql_runs_every_baseline_its_ratios_are_taken_against() -> N
     ]
 
 
+def test_only_a_whole_name_picks_that_scenario_and_its_baseline_alone() -> None:
+    from benchmarks.__main__ import _select
+
+    # Its PostgreSQL forms have this name in theirs; a part of a name still finds them.
+    assert [s.name for s in _select(["durable-64-senders-64-actors"])] == [
+        "bare-group-commit",
+        "durable-64-senders-64-actors",
+    ]
+    assert "durable-64-senders-64-actors-postgresql" in {
+        s.name for s in _select(["durable-64-senders-64"])
+    }
+
+
 def test_against_quotes_the_change_round_by_round() -> None:
     from benchmarks._against import against_json, format_against
 
