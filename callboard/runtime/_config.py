@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from ..store import COMMIT_DELAY
+
 __all__ = ["RuntimeConfig"]
 
 
@@ -41,6 +43,14 @@ def _seconds_or_none(_: object, attribute: attrs.Attribute[Any], value: object) 
         )
 
 
+def _delay_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(
+            f"RuntimeConfig.{attribute.name} must be seconds from 0 to 1 (0: never wait), "
+            f"got {value!r}"
+        )
+
+
 _DAY = 24 * 3600.0
 
 
@@ -67,6 +77,11 @@ class RuntimeConfig:
             at most one page in memory.
         key_window: seconds an idempotency key is remembered.
         write_queue: writes waiting for the writer before senders wait too.
+        commit_delay: seconds the SQLite writer waits, before a group commit
+            of actor steps only, for another write to share its fsync (0: it
+            never waits). One client sending one message at a time then
+            costs one fsync a message, not two; after waits that nothing
+            joined it waits less and less often (see ``callboard.store``).
         event_retention: the newest events kept per actor (None: all). Older
             ones are pruned, and a subscription asking for them is answered
             `Pruned`, naming the first seq still held. 10,000 bounds an actor's
@@ -104,6 +119,7 @@ class RuntimeConfig:
     replay_page_bytes: int = attrs.field(default=1024 * 1024, validator=_positive_count)
     key_window: float = attrs.field(default=7 * _DAY, validator=_positive_seconds)
     write_queue: int = attrs.field(default=16384, validator=_positive_count)
+    commit_delay: float = attrs.field(default=COMMIT_DELAY, validator=_delay_seconds)
     event_retention: int | None = attrs.field(default=10_000, validator=_count_or_none)
     event_max_age: float | None = attrs.field(default=None, validator=_seconds_or_none)
     stopped_retention: float | None = attrs.field(default=30 * _DAY, validator=_seconds_or_none)

@@ -66,6 +66,7 @@ async def open_runtime(
     async with open_store(
         data, clock=clock, queue_size=config.write_queue, url=store, node=node,
         lease_ttl=config.lease_ttl, lease_poll=config.lease_poll,
+        commit_delay=config.commit_delay,
     ) as backend:  # fmt: skip
         rt = Runtime(backend, kinds, config=config, clock=clock, settings=settings)
         cells = rt._cells

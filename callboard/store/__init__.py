@@ -10,6 +10,7 @@ already serialized. Only the store's own tests name `SqliteStore` or
 does not import its driver).
 """
 
+from ._company import COMMIT_DELAY as COMMIT_DELAY
 from ._lock import DirectoryLock as DirectoryLock
 from ._open import open_store as open_store
 from ._pg_connect import redact as redact_url
@@ -37,6 +38,7 @@ from ._timings import CommitHistograms as CommitHistograms
 from ._timings import Histogram as Histogram
 
 __all__ = [
+    "COMMIT_DELAY",
     "ActorRecord",
     "Buckets",
     "Commit",

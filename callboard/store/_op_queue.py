@@ -11,6 +11,7 @@ the database.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any, TypeVar, cast
 import trio
 
 from ..errors import RuntimeClosed
+from ._company import Company
 from ._rhythm import GroupCommits
 from ._timings import CommitHistograms, CommitTimings
 
@@ -31,11 +33,14 @@ _T = TypeVar("_T")
 
 
 class _Op:
-    __slots__ = ("done", "error", "fn", "result", "slow", "task", "then")
+    __slots__ = ("done", "error", "fn", "result", "slow", "step", "task", "then")
 
-    def __init__(self, fn: Callable[[Any, float], Any], slow: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[Any, float], Any], slow: bool = False, step: bool = False
+    ) -> None:
         self.fn = fn
         self.slow = slow  # takes milliseconds (a retention step): its batch runs in a thread
+        self.step = step  # an actor's step: no acknowledgement waits for it (see `Company`)
         self.task: trio.lowlevel.Task | None = None
         self.then: Callable[[Any], None] | None = None  # told the outcome instead of a task
         self.done = False
@@ -74,6 +79,7 @@ class OpQueue:
     _send: trio.MemorySendChannel[_Op]
     _receive: trio.MemoryReceiveChannel[_Op]
     _group_commits: GroupCommits
+    _company: Company
     _batches: int
     _operations: int
     _largest: int
@@ -91,11 +97,13 @@ class OpQueue:
         """Ack latency, commit latency and batch size of every group commit so far."""
         return self._timings.snapshot()
 
-    def _submit_soon(self, fn: Callable[[Any, float], Any], then: Callable[[Any], None]) -> bool:
+    def _submit_soon(
+        self, fn: Callable[[Any, float], Any], then: Callable[[Any], None], step: bool = False
+    ) -> bool:
         """Queue ``fn`` without waiting; ``then`` hears its result (or its error)
         on the trio thread after the COMMIT. False, queueing nothing, when the
         queue is full or closed."""
-        op = _Op(fn)
+        op = _Op(fn, step=step)
         op.then = then
         try:
             self._send.send_nowait(op)
@@ -105,8 +113,10 @@ class OpQueue:
             self._waiting_since = time.perf_counter()
         return True
 
-    async def _submit(self, fn: Callable[[Any, float], _T], slow: bool = False) -> _T:
-        op = _Op(fn, slow)
+    async def _submit(
+        self, fn: Callable[[Any, float], _T], slow: bool = False, step: bool = False
+    ) -> _T:
+        op = _Op(fn, slow, step)
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
             try:
@@ -133,6 +143,13 @@ class OpQueue:
         """``first`` and everything queued behind it, up to ``_max_batch``."""
         batch = [first]
         queued, self._waiting_since = self._waiting_since, None
+        self._take_queued(batch)
+        self._timings.queued = time.perf_counter() if queued is None else queued
+        self._group_commits.started()
+        return batch
+
+    def _take_queued(self, batch: list[_Op]) -> None:
+        """Add to ``batch`` what is queued, up to ``_max_batch``."""
         while len(batch) < self._max_batch:
             try:
                 batch.append(self._receive.receive_nowait())
@@ -142,9 +159,29 @@ class OpQueue:
             # Full, and writes left behind: they waited at least since now.
             if self._receive.statistics().current_buffer_used:
                 self._waiting_since = time.perf_counter()
-        self._timings.queued = time.perf_counter() if queued is None else queued
-        self._group_commits.started()
-        return batch
+
+    async def _gather(self, batch: list[_Op]) -> None:
+        """Before a batch of actor steps only is written, wait up to the commit
+        delay for a write to join it (`Company`); at once for any other batch."""
+        company = self._company
+        if (
+            not company.delay
+            or len(batch) >= self._max_batch
+            or not all(op.step for op in batch)
+            or not company.due()
+        ):
+            return
+        joined: _Op | None = None
+        # Shielded: what is taken from the queue here is written, whatever is
+        # cancelled meanwhile; the wait is bounded by the delay.
+        with trio.move_on_after(company.delay, shield=True):
+            with contextlib.suppress(trio.EndOfChannel):  # the store is closing
+                joined = await self._receive.receive()
+        company.waited(joined is not None)
+        if joined is not None:
+            batch.append(joined)
+            self._waiting_since = None  # set by the write that joined; the rest come too
+            self._take_queued(batch)
 
     def _settle(self, batch: list[_Op], started: float) -> None:
         """Tell every caller of ``batch`` its outcome (written or refused), and count it."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from ..errors import StoreUnavailable
+from ._company import COMMIT_DELAY
 from ._protocol import Store
 from ._sqlite import open_sqlite_store
 
@@ -32,14 +33,19 @@ def open_store(
     node: str | None = None,
     lease_ttl: float = 10.0,
     lease_poll: float = 1.0,
+    commit_delay: float = COMMIT_DELAY,
 ) -> AbstractAsyncContextManager[Store]:
     """The runtime's store: SQLite in ``directory``, or with a ``url`` of the form
     ``postgresql://user@host:port/db``, PostgreSQL there (``directory`` still
     holds the node's lock and token). ``node`` names this node in the database,
     whose lease lasts ``lease_ttl`` seconds and which looks for work every
-    ``lease_poll`` seconds (see `RuntimeConfig`); SQLite, one node, needs none."""
+    ``lease_poll`` seconds (see `RuntimeConfig`); SQLite, one node, needs none.
+    ``commit_delay`` is SQLite's (`RuntimeConfig.commit_delay`): PostgreSQL's
+    writer does not wait."""
     if url is None:
-        return open_sqlite_store(directory, clock=clock, queue_size=queue_size)
+        return open_sqlite_store(
+            directory, clock=clock, queue_size=queue_size, commit_delay=commit_delay
+        )
     if not url.startswith(_SCHEMES):
         scheme = url.split("://", 1)[0] if "://" in url else "a path"
         raise StoreUnavailable(

@@ -29,6 +29,7 @@ from ..errors import StoreUnavailable
 from . import _retention as retention
 from . import _sqlite_ops as ops
 from ._commit_place import CommitPlace
+from ._company import COMMIT_DELAY, Company
 from ._event_reads import EventReaders
 from ._full import FullDisk
 from ._lock import DirectoryLock
@@ -99,6 +100,7 @@ class SqliteStore(BatchWriter, SqliteReads, StoreWrites, SingleNode):
         max_batch: int = 2048,
         queue_size: int = 16384,
         max_cached_actors: int = 10_000,
+        commit_delay: float = COMMIT_DELAY,
     ) -> None:
         self.directory = directory
         self._clock = clock
@@ -123,6 +125,7 @@ class SqliteStore(BatchWriter, SqliteReads, StoreWrites, SingleNode):
         self._group_commits = GroupCommits()
         self._worker = WorkerThread("callboard writer")
         self._commit_place = CommitPlace()
+        self._company = Company(commit_delay)
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
         self.on_recovered: Callable[[], None] | None = None
         """Called on the trio thread once the store has recovered from a fail-stop:
@@ -189,10 +192,13 @@ async def open_sqlite_store(
     max_batch: int = 2048,
     queue_size: int = 16384,
     max_cached_actors: int = 10_000,
+    commit_delay: float = COMMIT_DELAY,
 ) -> AsyncIterator[SqliteStore]:
     """Lock the data directory, open the database and run the writer until exit.
 
     On exit the writer finishes every queued write before the files close.
+    ``commit_delay``: seconds a batch of actor steps only waits for another
+    write to share its COMMIT (`RuntimeConfig.commit_delay`; 0: none).
     """
     path = Path(directory)
     # Owner only: it holds the server's token and everything its actors said.
@@ -206,6 +212,7 @@ async def open_sqlite_store(
         max_batch=max_batch,
         queue_size=queue_size,
         max_cached_actors=max_cached_actors,
+        commit_delay=commit_delay,
     )
     try:
         try:

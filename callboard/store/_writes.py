@@ -57,10 +57,10 @@ class StoreWrites(OpQueue):
         return lambda conn, now: commit_ops.commit(conn, state, c, now)
 
     async def commit(self, c: Commit) -> CommitResult:
-        return await self._submit(self._commit_write(c))
+        return await self._submit(self._commit_write(c), step=True)
 
     def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
-        return self._submit_soon(self._commit_write(c), then)
+        return self._submit_soon(self._commit_write(c), then, step=True)
 
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None
