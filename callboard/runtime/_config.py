@@ -77,7 +77,7 @@ class RuntimeConfig:
             at most one page in memory.
         key_window: seconds an idempotency key is remembered.
         write_queue: writes waiting for the writer before senders wait too.
-        commit_delay: seconds the SQLite writer waits, before a group commit
+        commit_delay: seconds the store's writer waits, before a group commit
             of actor steps only, for another write to share its fsync (0: it
             never waits). One client sending one message at a time then
             costs one fsync a message, not two; after waits that nothing

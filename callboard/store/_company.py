@@ -12,11 +12,13 @@ rounds) one gateway client took 9% less CPU per send (548 against 604 µs)
 and 32 clients 17% less (181 against 218 µs); the sends acknowledged a
 second were 1.04x and 1.15x. The in-process scenarios moved within noise.
 
-No one outside the runtime waits on such a batch: a step's sends and
-events wait for it, but no acknowledgement does. Only actor steps wait,
-then; a batch with any other write (a message to acknowledge, a spawn, a
-timer) is written at once, and the wait ends as soon as any write
-arrives, which then joins the batch with everything queued behind it.
+No send's acknowledgement waits on such a batch: the step's own sends and
+events do, and so do the answers that wait for a message to be handled (a
+``send`` with ``wait``, `Runtime.wait_handled`), which come up to the delay
+later. Only actor steps wait, then; a batch with any other write (a
+message to acknowledge, a spawn, a timer) is written at once, and the
+wait ends as soon as any write arrives, which then joins the batch with
+everything queued behind it.
 
 A wait that no write joined is a wasted ``commit_delay``: actors that
 only send to one another (a chain, each step's sends delivered only once
@@ -25,8 +27,10 @@ next one is skipped, after two in a row the next two, and so on up to
 `MAX_SKIP`: a chain pays one delay in some 64 steps. A wait that
 something joined waits again next time.
 
-The wait is shielded: a write taken from the queue is written, whatever
-is cancelled meanwhile, and it is bounded by ``commit_delay``.
+Both stores' writers wait (`OpQueue._gather`): on PostgreSQL a COMMIT
+is a round trip to the server and its flush. The wait is shielded: a
+write taken from the queue is written, whatever is cancelled meanwhile,
+and it is bounded by ``commit_delay``.
 """
 
 from __future__ import annotations

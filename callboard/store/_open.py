@@ -40,8 +40,9 @@ def open_store(
     holds the node's lock and token). ``node`` names this node in the database,
     whose lease lasts ``lease_ttl`` seconds and which looks for work every
     ``lease_poll`` seconds (see `RuntimeConfig`); SQLite, one node, needs none.
-    ``commit_delay`` is SQLite's (`RuntimeConfig.commit_delay`): PostgreSQL's
-    writer does not wait."""
+    Before a group commit of actor steps only, the writer waits up to
+    ``commit_delay`` seconds for another write to share it
+    (`RuntimeConfig.commit_delay`)."""
     if url is None:
         return open_sqlite_store(
             directory, clock=clock, queue_size=queue_size, commit_delay=commit_delay
@@ -60,5 +61,5 @@ def open_store(
 
     return open_postgres_store(
         url, directory, node=node, clock=clock, queue_size=queue_size, lease_ttl=lease_ttl,
-        lease_poll=lease_poll,
+        lease_poll=lease_poll, commit_delay=commit_delay,
     )  # fmt: skip

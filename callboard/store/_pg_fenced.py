@@ -128,10 +128,15 @@ class PgFencedWrites(OpQueue):
         return epoch, Touching(op, [address, *touches], fence=None if epoch is None else address)
 
     async def _fenced_submit(
-        self, address: str, write: Callable[[Any, float], Any], touches: Sequence[str] = ()
+        self,
+        address: str,
+        write: Callable[[Any, float], Any],
+        touches: Sequence[str] = (),
+        *,
+        step: bool = False,
     ) -> Any:
         epoch, op = self._fenced_op(address, write, touches)
-        return self._unfenced(address, epoch, await self._submit(op))
+        return self._unfenced(address, epoch, await self._submit(op, step=step))
 
     def _unfenced(self, address: str, epoch: int | None, result: Any) -> Any:
         """The result of a fenced op as its caller should hear it (raises `LeaseLost`)."""
@@ -159,7 +164,9 @@ class PgFencedWrites(OpQueue):
 
     async def commit(self, c: Commit) -> CommitResult:
         touches = [s.address for s in c.sends]  # its sends lock their recipients' rows
-        result: CommitResult = await self._fenced_submit(c.address, self._commit_write(c), touches)
+        result: CommitResult = await self._fenced_submit(
+            c.address, self._commit_write(c), touches, step=True
+        )
         return result
 
     def commit_soon(self, c: Commit, then: Callable[[CommitResult | Exception], None]) -> bool:
@@ -174,7 +181,7 @@ class PgFencedWrites(OpQueue):
                     outcome = lost
             then(outcome)
 
-        return self._submit_soon(op, told)
+        return self._submit_soon(op, told, step=True)
 
     async def mark_attempts(
         self, address: str, first: int, last: int, attempts: int | None = None

@@ -104,6 +104,8 @@ class PgBatchWriter(OpQueue):
                 batch = self._take_batch(first)
                 started = time.perf_counter()
                 try:
+                    await self._gather(batch)
+                    started = time.perf_counter()  # the commit's time, not the wait's
                     if self._stopped_by is not None and not await self._recover():
                         self._refuse(batch)
                         continue

@@ -33,6 +33,7 @@ import trio
 from ..errors import StoreUnavailable
 from . import _retention as retention
 from . import _sqlite_ops as ops
+from ._company import COMMIT_DELAY, Company
 from ._lock import DirectoryLock
 from ._op_queue import _Op
 from ._pg_cluster import PgCluster, default_node
@@ -65,6 +66,7 @@ class PostgresStore(PgBatchWriter, PgReads, PgFencedWrites, PgCluster, StoreWrit
         max_cached_actors: int = 10_000,
         lease_ttl: float = 10.0,
         lease_poll: float = 1.0,
+        commit_delay: float = COMMIT_DELAY,
     ) -> None:
         self.directory = directory
         self.node = node if node is not None else default_node(directory)
@@ -89,6 +91,7 @@ class PostgresStore(PgBatchWriter, PgReads, PgFencedWrites, PgCluster, StoreWrit
         self.life = secrets.randbits(62)
         self._state = ops.WriterState(max_cached_actors, life=self.life)
         self._group_commits = GroupCommits()
+        self._company = Company(commit_delay)
         self._stopped_by: Exception | None = None
         self._recoveries = 0
         self.key_clock: Callable[[], float] = clock  # stamps keys (see Runtime._key_clock)
@@ -177,13 +180,16 @@ async def open_postgres_store(
     max_cached_actors: int = 10_000,
     lease_ttl: float = 10.0,
     lease_poll: float = 1.0,
+    commit_delay: float = COMMIT_DELAY,
 ) -> AsyncIterator[PostgresStore]:
     """Lock the data directory, connect to the database at ``url`` (creating
     callboard's tables in an empty one) and run the writer until exit.
 
     ``node`` names this node (by default its host and data directory); its
     lease lasts ``lease_ttl`` seconds past each heartbeat, and every
-    ``lease_poll`` seconds it looks for actors to wake or take.
+    ``lease_poll`` seconds it looks for actors to wake or take. ``commit_delay``:
+    seconds a batch of actor steps only waits for another write to share its
+    COMMIT (`RuntimeConfig.commit_delay`; 0: none).
 
     `StoreUnavailable` if the server cannot be reached,
     `DataDirectoryIncompatible` if a newer callboard made it; each names the
@@ -204,6 +210,7 @@ async def open_postgres_store(
         max_cached_actors=max_cached_actors,
         lease_ttl=lease_ttl,
         lease_poll=lease_poll,
+        commit_delay=commit_delay,
     )
     try:
         opened = time.monotonic()  # the lease's clock (see ``_pg_cluster._now``)
