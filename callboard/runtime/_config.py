@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ..store import COMMIT_DELAY
+from ..store import COMMIT_DELAY, MAX_COMMIT_DELAY
 
 __all__ = ["RuntimeConfig"]
 
@@ -44,10 +44,14 @@ def _seconds_or_none(_: object, attribute: attrs.Attribute[Any], value: object) 
 
 
 def _delay_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_COMMIT_DELAY
+    ):
         raise ValueError(
-            f"RuntimeConfig.{attribute.name} must be seconds from 0 to 1 (0: never wait), "
-            f"got {value!r}"
+            f"RuntimeConfig.{attribute.name} must be seconds from 0 to {MAX_COMMIT_DELAY:g} "
+            f"(0: never wait), got {value!r}"
         )
 
 

@@ -11,6 +11,7 @@ does not import its driver).
 """
 
 from ._company import COMMIT_DELAY as COMMIT_DELAY
+from ._company import MAX_COMMIT_DELAY as MAX_COMMIT_DELAY
 from ._lock import DirectoryLock as DirectoryLock
 from ._open import open_store as open_store
 from ._pg_connect import redact as redact_url
@@ -39,6 +40,7 @@ from ._timings import Histogram as Histogram
 
 __all__ = [
     "COMMIT_DELAY",
+    "MAX_COMMIT_DELAY",
     "ActorRecord",
     "Buckets",
     "Commit",

@@ -35,10 +35,13 @@ and it is bounded by ``commit_delay``.
 
 from __future__ import annotations
 
-__all__ = ["COMMIT_DELAY", "MAX_SKIP", "Company"]
+__all__ = ["COMMIT_DELAY", "MAX_COMMIT_DELAY", "MAX_SKIP", "Company"]
 
 COMMIT_DELAY = 0.0005
 """Seconds a batch of actor steps only waits for another write, by default."""
+
+MAX_COMMIT_DELAY = 1.0
+"""The longest commit delay taken, in seconds (`RuntimeConfig.commit_delay` too)."""
 
 MAX_SKIP = 64
 """Batches of actor steps only written at once, at most, after waits that nothing joined."""
@@ -50,8 +53,10 @@ class Company:
     __slots__ = ("_skip", "_skipped", "delay")
 
     def __init__(self, delay: float) -> None:
-        if not 0 <= delay <= 1:
-            raise ValueError(f"the commit delay must be seconds from 0 to 1, got {delay!r}")
+        if not 0 <= delay <= MAX_COMMIT_DELAY:
+            raise ValueError(
+                f"the commit delay must be seconds from 0 to {MAX_COMMIT_DELAY:g}, got {delay!r}"
+            )
         self.delay = delay
         self._skip = 0  # batches to write at once before the next wait
         self._skipped = 0
