@@ -188,3 +188,57 @@ async def test_a_close_while_the_lane_commits_loses_no_acknowledged_message(tmp_
                 # A send once queued completes, so what was stored is what was acked.
                 assert state["seen"] == sorted(seqs), address
                 assert state["total"] == len(seqs)
+
+
+async def test_a_message_delivered_by_its_commit_is_stepped_in_one_lane_step(tmp_path):
+    """A server's send (`send_nowait`) is delivered by its commit's callback:
+    the lane steps it at once, with no pass of the scheduler to wait for
+    other deliveries (there are none to wait for)."""
+    steps = _Steps()
+    with trio.fail_after(30):
+        async with callboard.open_runtime(tmp_path, kinds=[Adder]) as rt:
+            address = "adder/one"
+            await rt.wait_handled(address, (await rt.send(address, "add", {"n": 1})).seq)
+            trio.lowlevel.add_instrument(steps)
+            try:
+                for _ in range(50):
+                    told, hear = trio.open_memory_channel[callboard.Ack | Exception](1)
+                    assert rt.send_nowait(address, "add", {"n": 1}, then=told.send_nowait)
+                    ack = await hear.receive()
+                    assert isinstance(ack, callboard.Ack)
+                    await rt.wait_handled(address, ack.seq)
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert (await rt.inspect(address)).state["total"] == 51
+    # One lane step a message (it took two while the lane always waited a pass).
+    assert 50 <= steps.by_name["lane"] <= 55, steps.by_name
+
+
+async def test_a_hot_actors_messages_from_many_senders_are_stepped_in_batches(tmp_path):
+    """The lane steps a cell as soon as a delivery asks it to now; the
+    messages that come meanwhile from other senders still make batches."""
+    senders = 32
+    with trio.fail_after(60):
+        async with callboard.open_runtime(tmp_path, kinds=[Adder]) as rt:
+            address = "adder/hot"
+            await rt.wait_handled(address, (await rt.send(address, "add", {"n": 1})).seq)
+            steps = _Steps()
+            trio.lowlevel.add_instrument(steps)
+            try:
+
+                async def sender() -> None:
+                    for _ in range(20):
+                        await rt.send(address, "add", {"n": 1})
+
+                async with trio.open_nursery() as nursery:
+                    for _ in range(senders):
+                        nursery.start_soon(sender)
+                last = await rt.send(address, "add", {"n": 1})
+                await rt.wait_handled(address, last.seq)
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            state = (await rt.inspect(address)).state
+    assert state["total"] == 1 + senders * 20 + 1
+    assert state["seen"] == sorted(state["seen"])
+    # 641 messages in far fewer lane steps: they were taken in batches.
+    assert steps.by_name["lane"] * 4 <= senders * 20, steps.by_name

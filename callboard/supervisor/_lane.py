@@ -95,18 +95,24 @@ def _run_to_end(coro: Coroutine[Any, Any, Any]) -> None:
 class Lane:
     """The one task that steps the cells of the fast lane (see the module)."""
 
-    __slots__ = ("_ready", "_running", "_task")
+    __slots__ = ("_after_commit", "_ready", "_running", "_task")
 
     def __init__(self) -> None:
         self._ready: list[FastLane] = []
         self._task: trio.lowlevel.Task | None = None
         self._running = False
+        self._after_commit = False
 
-    def schedule(self, cell: FastLane) -> bool:
-        """Step ``cell`` soon; False if the lane is not running (the cell's task does it)."""
+    def schedule(self, cell: FastLane, *, after_commit: bool = False) -> bool:
+        """Step ``cell`` soon; False if the lane is not running (the cell's task does it).
+
+        ``after_commit``: asked by a group commit's callback, while the tasks
+        that commit woke have yet to deliver their messages.
+        """
         if not self._running:
             return False
         self._ready.append(cell)
+        self._after_commit = self._after_commit or after_commit
         task, self._task = self._task, None
         if task is not None:
             trio.lowlevel.reschedule(task)
@@ -120,12 +126,20 @@ class Lane:
                 if not self._ready:
                     self._task = trio.lowlevel.current_task()
                     await trio.lowlevel.wait_task_rescheduled(self._abort)
+                    if self._after_commit:
+                        # One more pass of the scheduler first: the tasks woken
+                        # with this one (senders told of the same group commit)
+                        # deliver their messages, and a cell takes them all in
+                        # one batch. A cell scheduled by a delivery needs none:
+                        # the deliveries of its pass (tasks), or of its commit's
+                        # callbacks (a server's sends), are all made by now, and
+                        # the pass saved is a trip through the scheduler a step.
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                 else:
+                    # Cells came while the lane stepped: a schedule point first.
                     await trio.lowlevel.checkpoint_if_cancelled()
-                # One more pass of the scheduler first: the tasks woken with
-                # this one (senders told of the same group commit) deliver
-                # their messages, and a cell takes them all in one batch.
-                await trio.lowlevel.cancel_shielded_checkpoint()
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                self._after_commit = False
                 ready, self._ready = self._ready, []
                 for cell in ready:
                     cell.lane_step()
@@ -338,7 +352,7 @@ class FastLane:
     def _lane_again(self) -> None:
         """Have the lane step it again, or its task if the lane has stopped (also
         the writer's callback once the group commit a deferred step waited for is done)."""
-        if self._svc.lane.schedule(self):
+        if self._svc.lane.schedule(self, after_commit=True):
             self._lane_queued = True
         else:
             self.lane_dropped()
