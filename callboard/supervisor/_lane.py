@@ -127,18 +127,14 @@ class Lane:
                     self._task = trio.lowlevel.current_task()
                     await trio.lowlevel.wait_task_rescheduled(self._abort)
                     if self._after_commit:
-                        # One more pass of the scheduler first: the tasks woken
-                        # with this one (senders told of the same group commit)
-                        # deliver their messages, and a cell takes them all in
-                        # one batch. A cell scheduled by a delivery needs none:
-                        # the deliveries of its pass (tasks), or of its commit's
-                        # callbacks (a server's sends), are all made by now, and
-                        # the pass saved is a trip through the scheduler a step.
+                        # Woken by a group commit's callback: one more pass of
+                        # the scheduler lets the senders told of that commit
+                        # deliver, and a cell takes their messages in one batch.
+                        # A delivery's wake-up needs no pass: the deliveries it
+                        # would wait for are made by now.
                         await trio.lowlevel.cancel_shielded_checkpoint()
                 else:
-                    # Cells came while the lane stepped: a schedule point first.
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    await trio.lowlevel.checkpoint()  # cells came while it stepped
                 self._after_commit = False
                 ready, self._ready = self._ready, []
                 for cell in ready:
