@@ -8,9 +8,10 @@ Waiting up to ``commit_delay`` (`RuntimeConfig`) before writing a batch
 that holds actor steps only lets that send join the step: one fsync a
 send instead of two, as PostgreSQL's ``commit_delay`` trades a little
 latency for fewer flushes. In interleaved benchmark runs (medians of 3
-rounds, with a 0.5 ms delay) one gateway client took 9% less CPU per send (548 against 604 µs)
-and 32 clients 17% less (181 against 218 µs); the sends acknowledged a
-second were 1.04x and 1.15x. The in-process scenarios moved within noise.
+rounds, with a 0.5 ms delay) one gateway client took 9% less CPU per
+send (548 against 604 µs) and 32 clients 17% less (181 against 218 µs);
+the sends acknowledged a second were 1.04x and 1.15x. The in-process
+scenarios moved within noise.
 
 No send's acknowledgement waits on such a batch: the step's own sends and
 events do, and so do the answers that wait for a message to be handled (a
