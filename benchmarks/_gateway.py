@@ -36,6 +36,7 @@ import callboard
 from callboard.gateway import GatewayConfig, serve_gateway
 
 from . import CpuClock, Result, Scenario, Settings, cpu_per_op, percentile
+from ._core import _store_delta
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,23 +144,31 @@ def _server_cpu(timing: dict[str, float], ops: int) -> dict[str, float]:
 
 
 async def _round_trips(
-    url: str, clients: int, per_client: int, *, gateway: bool, window: int = 1
-) -> Result:
+    url: str, clients: int, per_client: int, *, rt: callboard.Runtime | None = None,
+    window: int = 1,
+) -> Result:  # fmt: skip
+    """Round trips against the echo server, or acked sends against ``rt``'s gateway."""
     argv = ["round-trips", url, "--clients", str(clients), "--per-client", str(per_client)]
     argv += ["--window", str(window)]
-    async with _Load(*argv, *(["--gateway"] if gateway else [])) as load:
+    async with _Load(*argv, *(["--gateway"] if rt is not None else [])) as load:
         await load.ready()
+        stats = rt._store.statistics() if rt is not None else None
         clock = CpuClock()
         result = await load.result()
         timing = clock.stop()
     total = clients * per_client
+    # How the sends shared group commits: the coupling of gateway and writer.
+    writer: dict[str, float] = {}
+    if rt is not None and stats is not None:
+        writer = _store_delta(stats, rt._store.statistics())
+        writer["writer_ops_per_send"] = round(writer["writer_operations"] / total, 2)
     seconds = result["ended"] - result["started"]
     latencies = result["latencies"]
     return Result(
         ops_per_s=total / seconds,
         p50_ms=percentile(latencies, 50) * 1e3,
         p99_ms=percentile(latencies, 99) * 1e3,
-        unit="round trips" if not gateway else "acked sends",
+        unit="round trips" if rt is None else "acked sends",
         details={
             "clients": clients,
             "in_flight_per_client": window,
@@ -168,6 +177,7 @@ async def _round_trips(
             "seconds": round(seconds, 4),
             **_server_cpu(timing, total),
             **_client_cpu(result, total),
+            **writer,
         },
     )
 
@@ -207,22 +217,22 @@ def _requests(settings: Settings, clients: int) -> int:
 
 def echo_1(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 1)
-    return trio.run(_with_echo, lambda url: _round_trips(url, 1, n, gateway=False))
+    return trio.run(_with_echo, lambda url: _round_trips(url, 1, n))
 
 
 def echo_32(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 32) * 4
-    return trio.run(_with_echo, lambda url: _round_trips(url, 32, n, gateway=False))
+    return trio.run(_with_echo, lambda url: _round_trips(url, 32, n))
 
 
 def gateway_1(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 1)
-    return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 1, n, gateway=True))
+    return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 1, n, rt=rt))
 
 
 def gateway_32(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 32) * 4
-    return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 32, n, gateway=True))
+    return trio.run(_with_gateway, workdir, lambda rt, url: _round_trips(url, 32, n, rt=rt))
 
 
 # A client may keep several requests in flight (docs/protocol.md: replies carry the
@@ -233,7 +243,7 @@ _WINDOW = 8
 
 def echo_32_pipelined(settings: Settings, workdir: Path) -> Result:
     n = _requests(settings, 32) * 8
-    return trio.run(_with_echo, lambda url: _round_trips(url, 32, n, gateway=False, window=_WINDOW))
+    return trio.run(_with_echo, lambda url: _round_trips(url, 32, n, window=_WINDOW))
 
 
 def gateway_32_pipelined(settings: Settings, workdir: Path) -> Result:
@@ -241,7 +251,7 @@ def gateway_32_pipelined(settings: Settings, workdir: Path) -> Result:
     return trio.run(
         _with_gateway,
         workdir,
-        lambda rt, url: _round_trips(url, 32, n, gateway=True, window=_WINDOW),
+        lambda rt, url: _round_trips(url, 32, n, rt=rt, window=_WINDOW),
     )
 
 
