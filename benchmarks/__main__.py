@@ -231,13 +231,19 @@ def _run_all(
     before: Path | None = None,
 ) -> dict[tuple[str, str], Outcome]:
     """Every run, by (side, scenario name): side "" is this tree, "before" the
-    code at ``--against``'s revision, run just ahead of this tree's each time."""
+    code at ``--against``'s revision, run beside this tree's each time.
+
+    The two sides swap places from one round to the next: the second of two
+    runs side by side was measured slower even where the code was the same
+    (the echo scenarios, 0.94-0.97x in all of 3 rounds), so an even number
+    of repeats puts each side first equally often."""
     sides = [("", code)] if before is None else [("before", before), ("", code)]
     outcomes = {(side, s.name): Outcome(s) for side, _ in sides for s in scenarios}
     planned = {s.name: repeats or s.runs(settings) for s in scenarios}
     for round_ in range(max(planned.values())):
+        in_order = sides if round_ % 2 == 0 else sides[::-1]
         for scenario in scenarios:
-            for side, side_code in sides:
+            for side, side_code in in_order:
                 outcome = outcomes[(side, scenario.name)]
                 if round_ >= planned[scenario.name] or outcome.error is not None:
                     continue
