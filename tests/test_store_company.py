@@ -1,5 +1,6 @@
 """A group commit of actor steps only waits for company (`Company`): a write
-that comes meanwhile shares its COMMIT; waits that nothing joins come less often."""
+that comes meanwhile shares its COMMIT; waits that nothing joins come less often.
+Any other batch waits one scheduler pass while tasks are ready to run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import trio.testing
 import callboard
 from callboard.store import open_sqlite_store
 from callboard.store._company import MAX_SKIP, Company
+from callboard.store._op_queue import OpQueue, _Op
 from callboard.store._records import Commit, CommitResult, Enqueue
+from callboard.store._rhythm import GroupCommits
 
 _LONG = 1.0  # seconds, the longest delay: waited only where the clock jumps
 
@@ -116,3 +119,67 @@ async def test_no_commit_delay_writes_a_lone_step_at_once(tmp_path, autojump_clo
         start = trio.current_time()
         await store.commit(Commit("counter/c", cursor=1))
         assert trio.current_time() - start == 0
+
+
+def _queue(max_batch: int = 8) -> OpQueue:
+    """An `OpQueue` with no writer: the test plays the writer's part."""
+    queue = OpQueue()
+    queue._max_batch = max_batch
+    queue._send, queue._receive = trio.open_memory_channel(64)
+    queue._company = Company(_LONG)
+    queue._group_commits = GroupCommits()
+    return queue
+
+
+def _write(name: str) -> _Op:
+    return _Op(lambda conn, now: name)
+
+
+async def test_a_write_queued_by_a_task_ready_to_run_joins_the_batch_just_taken(
+    autojump_clock,
+) -> None:
+    # As over sockets: one task's wake-up (trio-websocket's reader) makes
+    # another ready to run (the connection's), and that one queues the write.
+    queue, go = _queue(), trio.Event()
+
+    async def connection() -> None:
+        await go.wait()
+        queue._send.send_nowait(_write("second"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(connection)
+        await trio.testing.wait_all_tasks_blocked()
+        batch = queue._take_batch(_write("first"))
+        go.set()  # ready to run, not yet run
+        start = trio.current_time()
+        with trio.CancelScope() as scope:
+            scope.cancel()  # shielded: what the batch took stays in it
+            await queue._gather(batch)
+        assert [op.fn(None, 0.0) for op in batch] == ["first", "second"]
+        assert trio.current_time() == start and queue._waiting_since is None
+
+
+async def test_with_no_task_ready_to_run_a_batch_is_written_without_a_yield() -> None:
+    queue = _queue()
+    batch = queue._take_batch(_write("first"))
+    with trio.testing.assert_no_checkpoints():
+        await queue._gather(batch)
+    assert len(batch) == 1
+
+
+async def test_a_full_batch_takes_nothing_more_and_notes_who_still_waits() -> None:
+    queue, go = _queue(max_batch=2), trio.Event()
+
+    async def connection() -> None:
+        await go.wait()
+        for name in ("third", "fourth"):
+            queue._send.send_nowait(_write(name))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(connection)
+        await trio.testing.wait_all_tasks_blocked()
+        batch = queue._take_batch(_write("first"))
+        go.set()
+        await queue._gather(batch)
+        assert [op.fn(None, 0.0) for op in batch] == ["first", "third"]
+        assert queue._waiting_since is not None  # "fourth" waits for the next batch

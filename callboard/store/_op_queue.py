@@ -162,14 +162,33 @@ class OpQueue:
 
     async def _gather(self, batch: list[_Op]) -> None:
         """Before a batch of actor steps only is written, wait up to the commit
-        delay for a write to join it (`Company`); at once for any other batch."""
+        delay for a write to join it (`Company`).
+
+        Any other batch waits two scheduler passes at most, and only while
+        other tasks are ready to run: over sockets, a request's bytes wake
+        one task (trio-websocket's reader) that hands the message to another
+        (the connection's), which queues the write a pass later. Taken
+        before that task has run, those writes wait for the next COMMIT. With
+        32 gateway clients the passes took 17% less CPU per acknowledged send
+        (124 against 150 µs), 12% less with 8 sends in flight each; one
+        client and the in-process scenarios moved within noise (medians of 4
+        interleaved benchmark runs). With nothing ready to run it costs one
+        look at trio's statistics (about 3 µs). The passes are shielded, as
+        the wait for company is: what the batch took is written.
+        """
+        if len(batch) >= self._max_batch:
+            return
+        if not all(op.step for op in batch):
+            if trio.lowlevel.current_statistics().tasks_runnable:
+                # Twice: trio runs the tasks of a pass in either order, so
+                # after one yield those that were ready may still come later.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                self._waiting_since = None
+                self._take_queued(batch)
+            return
         company = self._company
-        if (
-            not company.delay
-            or len(batch) >= self._max_batch
-            or not all(op.step for op in batch)
-            or not company.due()
-        ):
+        if not company.delay or not company.due():
             return
         joined: _Op | None = None
         # Shielded: what is taken from the queue here is written, whatever is
