@@ -32,6 +32,7 @@ class Tally:
     total: int = 0
     seen: list[int] = attrs.Factory(list)
     ticks: int = 0
+    ticks_to: int = 0  # what the activity was asked for: resumed after a restart
 
 
 class Adder(callboard.Actor):
@@ -42,9 +43,16 @@ class Adder(callboard.Actor):
     state_type = Tally
     virtual = True
 
+    async def on_start(self, ctx: callboard.Context) -> None:
+        # As an activity must: a restart after its first checkpoint replays no
+        # ``tick`` (the checkpoint committed it), so what it left undone resumes here.
+        if self.state.ticks < self.state.ticks_to:
+            ctx.start_activity(self._ticks, ctx, self.state.ticks_to, name="ticks")
+
     async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
         if message.type == "tick":
-            ctx.start_activity(self._ticks, ctx, message.body["n"], name="ticks")
+            self.state.ticks_to = max(self.state.ticks_to, message.body["n"])
+            ctx.start_activity(self._ticks, ctx, self.state.ticks_to, name="ticks")
             return
         if message.type == "boom" and message.attempt == 1:
             raise RuntimeError("boom on its first attempt")
@@ -53,7 +61,7 @@ class Adder(callboard.Actor):
         ctx.emit("added", {"total": self.state.total})
 
     async def _ticks(self, ctx: callboard.Context, n: int) -> None:
-        for _ in range(n):
+        while self.state.ticks < n:
             self.state.ticks += 1
             await ctx.checkpoint()
         ctx.emit("ticked", {"ticks": self.state.ticks})
