@@ -1,6 +1,6 @@
 """A group commit of actor steps only waits for company (`Company`): a write
 that comes meanwhile shares its COMMIT; waits that nothing joins come less often.
-Any other batch waits one scheduler pass while tasks are ready to run."""
+Any other batch waits up to two scheduler passes while tasks are ready to run."""
 
 from __future__ import annotations
 

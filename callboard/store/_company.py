@@ -18,9 +18,9 @@ events do, and so do the answers that wait for a message to be handled (a
 ``send`` with ``wait``, `Runtime.wait_handled`), which come up to the delay
 later. Only actor steps wait, then; a batch with any other write (a
 message to acknowledge, a spawn, a timer) is written at once (after
-one scheduler pass, while tasks are ready to run: `OpQueue._gather`), and the
-wait ends as soon as any write arrives, which then joins the batch with
-everything queued behind it.
+up to two scheduler passes while tasks are ready to run: `OpQueue._gather`),
+and the wait ends as soon as any write arrives, which then joins the batch
+with everything queued behind it.
 
 A wait that no write joined is a wasted ``commit_delay``: actors that
 only send to one another (a chain, each step's sends delivered only once
