@@ -26,6 +26,7 @@ from . import (
     _baseline,
     _core,
     _gateway,
+    _gateway_floor,
     _pg_two_nodes,
     _postgres,
 )
@@ -50,7 +51,7 @@ RESULTS = HERE / "results"
 DEFAULT_TMP = HERE / ".tmp"
 
 # Scenario modules, each exporting SCENARIOS; a new module is one more entry.
-MODULES = [_baseline, _core, _gateway, _postgres, _pg_two_nodes]
+MODULES = [_baseline, _core, _gateway, _gateway_floor, _postgres, _pg_two_nodes]
 SCENARIOS = [scenario for module in MODULES for scenario in module.SCENARIOS]
 
 

@@ -145,12 +145,14 @@ def _server_cpu(timing: dict[str, float], ops: int) -> dict[str, float]:
 
 async def _round_trips(
     url: str, clients: int, per_client: int, *, rt: callboard.Runtime | None = None,
-    window: int = 1,
+    window: int = 1, protocol: bool = False,
 ) -> Result:  # fmt: skip
-    """Round trips against the echo server, or acked sends against ``rt``'s gateway."""
+    """Round trips against the echo server, or acked sends against ``rt``'s gateway
+    (or, with ``protocol``, another server that speaks the gateway's protocol)."""
+    protocol = protocol or rt is not None
     argv = ["round-trips", url, "--clients", str(clients), "--per-client", str(per_client)]
     argv += ["--window", str(window)]
-    async with _Load(*argv, *(["--gateway"] if rt is not None else [])) as load:
+    async with _Load(*argv, *(["--gateway"] if protocol else [])) as load:
         await load.ready()
         stats = rt._store.statistics() if rt is not None else None
         clock = CpuClock()
@@ -168,7 +170,7 @@ async def _round_trips(
         ops_per_s=total / seconds,
         p50_ms=percentile(latencies, 50) * 1e3,
         p99_ms=percentile(latencies, 99) * 1e3,
-        unit="round trips" if rt is None else "acked sends",
+        unit="acked sends" if protocol else "round trips",
         details={
             "clients": clients,
             "in_flight_per_client": window,

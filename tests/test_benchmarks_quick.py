@@ -11,11 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks import Result, Scenario, Settings, _baseline  # noqa: E402
+from benchmarks import Result, Scenario, Settings, _baseline, _gateway_floor  # noqa: E402
 from benchmarks._report import Outcome, to_json  # noqa: E402
 
 _CPU = ("cpu_us_per_op", "cpu_us_per_op_trio_thread", "cpu_us_per_op_other_threads")
@@ -150,3 +152,33 @@ def test_against_runs_the_code_of_the_revision_beside_this_tree(tmp_path: Path) 
     (change,) = report["change"]
     assert change["name"] == "sqlite-commit-per-row" and len(change["ops_change_runs"]) == 2
     assert main(["--only", "sqlite-commit-per-row", "--against", "no-such-revision"]) == 2
+
+
+def test_the_bare_send_ack_server_stores_acknowledges_and_handles_every_send(
+    tmp_path: Path,
+) -> None:
+    result = _gateway_floor.floor_32(Settings(quick=True), tmp_path)
+    d = result.details
+    # Every send was answered ok (the client checks each reply), and afterwards
+    # the mailbox is empty with every cursor at its last seq (the run checks).
+    assert result.unit == "acked sends"
+    assert d["requests"] == 2000 // 32 * 4 * 32
+    # The 32 clients' sends share commits.
+    assert d["sends_per_commit"] > 1
+    assert d["server_cpu_us_per_op"] > 0 and d["client_cpu_us_per_op"] > 0
+
+
+def test_the_bare_send_ack_server_refuses_to_count_a_send_it_did_not_handle(
+    tmp_path: Path,
+) -> None:
+    conn = _baseline._open(tmp_path, _baseline._MAILBOX_SCHEMA + _gateway_floor._ACTORS_SCHEMA)
+    try:
+        writer = _gateway_floor._Writer(conn)
+        acked: list[int] = []
+        writer.enqueue("sink/a", "t", b"{}", acked.append)
+        writer.commit()  # stored and acked; its handling waits for the next commit
+        assert acked == [1]
+        with pytest.raises(RuntimeError, match=r"^2 sent: 0 left unhandled, cursors sum to 1$"):
+            writer.check(2)
+    finally:
+        conn.close()
