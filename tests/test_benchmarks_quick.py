@@ -171,14 +171,16 @@ def test_the_bare_send_ack_server_stores_acknowledges_and_handles_every_send(
 def test_the_bare_send_ack_server_refuses_to_count_a_send_it_did_not_handle(
     tmp_path: Path,
 ) -> None:
-    conn = _baseline._open(tmp_path, _baseline._MAILBOX_SCHEMA + _gateway_floor._ACTORS_SCHEMA)
+    conn = _gateway_floor._open(tmp_path / "floor.sqlite3")
     try:
         writer = _gateway_floor._Writer(conn)
         acked: list[int] = []
-        writer.enqueue("sink/a", "t", b"{}", acked.append)
+        writer.enqueue("sink/c0", "t", b"{}", acked.append)
         writer.commit()  # stored and acked; its handling waits for the next commit
         assert acked == [1]
-        with pytest.raises(RuntimeError, match=r"^2 sent: 0 left unhandled, cursors sum to 1$"):
-            writer.check(2)
+        refused = r"^2 sent by 1 clients: 1 acked, 1 stored, 1 actors with cursors 1\.\.1 "
+        with pytest.raises(RuntimeError, match=refused):
+            writer.check(1, 2)
+        writer.check(1, 1)  # what it did do: one send, acked, stored and handled
     finally:
         conn.close()
