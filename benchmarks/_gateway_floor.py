@@ -17,7 +17,8 @@ not the socket. What each keeps of the core contract:
   as the store's file, on the runtime's disk);
 - group commit: one writer takes every row waiting, in one transaction
   (a new actor's row too); before a batch it lets the tasks ready to run
-  queue theirs, two scheduler passes at most, as the store's writer does;
+  queue theirs, two scheduler passes at most, as the store's writer does
+  (which skips them after a wait for company that a send joined);
 - handling: each acked message is handled at once (a sink, as the gateway
   scenarios' actors), and that handling, the actor's cursor and the
   mailbox row's DELETE, commits with the next batch, or after 1 ms alone
@@ -70,7 +71,7 @@ CREATE TABLE actors (
 _NEW_ACTOR = "INSERT INTO actors (address) VALUES (?)"
 _STEP = "UPDATE actors SET cursor = MAX(cursor, ?), mailbox_head = ? WHERE address = ?"
 _DELETE = "DELETE FROM mailbox WHERE address = ? AND seq <= ?"
-_COMPANY = 0.001  # what a batch of handlings only waits for a send (the runtime's commit_delay)
+_COMPANY = 0.001  # how long handlings alone wait for a send to join them (commit_delay)
 
 # The store's mailbox columns: address, seq, type, body, sender, key, at, life.
 _Row = tuple[str, int, str, bytes, None, None, float, int]
@@ -121,7 +122,8 @@ class _Writer:
                     while not self._rows:
                         await self._waiting.park()
             if self._rows and trio.lowlevel.current_statistics().tasks_runnable:
-                # As the store's writer: let the readers just woken queue theirs.
+                # Let the readers just woken queue theirs: the store's writer does so
+                # before a batch with a send in it, and skips it after a joined wait.
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 await trio.lowlevel.cancel_shielded_checkpoint()
             self.commit()
