@@ -31,8 +31,7 @@ wider tables (an actor is three columns here; a batch that only stores
 messages for an actor leaves its ``mailbox_head`` to its next handling,
 since the highest seq stored says it too). Its COMMITs are all made on the
 trio thread, where the store hands a COMMIT to its thread while other tasks
-are ready to run: with the clients in another process, the hop cost more
-than it saved in every shape measured here.
+are ready to run (`CommitPlace`).
 
 Each takes its ratio against the echo server driven the same way, so the
 two ratios read side by side: what this leaves out and the gateway does is
