@@ -160,12 +160,12 @@ class _Writer:
         actors, lowest, highest, behind = conn.execute(
             "SELECT COUNT(*), MIN(cursor), MAX(cursor), SUM(cursor != mailbox_head) FROM actors"
         ).fetchone()
-        sends = clients * per_client
-        found = (self.acked, sum(self._heads.values()), actors, lowest, highest, behind, left)
+        sends, stored = clients * per_client, sum(self._heads.values())
+        found = (self.acked, stored, actors, lowest, highest, behind, left)
         if found != (sends, sends, clients, per_client, per_client, 0, 0):
             raise RuntimeError(
                 f"{sends} sent by {clients} clients: {self.acked} acked, "
-                f"{sum(self._heads.values())} stored, {actors} actors with cursors "
+                f"{stored} stored, {actors} actors with cursors "
                 f"{lowest}..{highest} ({behind} behind their heads), {left} left unhandled"
             )
 
