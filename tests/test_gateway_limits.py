@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 import trio
+from credentials import TEST_TOKEN
 from gateway_wire import connect, open_gateway
 
 import callboard
 from callboard.codec import dumps
-from callboard.gateway import Gateway
+from callboard.gateway import Gateway, GatewayConfig
 from callboard.mailbox import MAX_DEPTH
 from callboard.store import Commit, NewEvent, open_sqlite_store
 
@@ -237,3 +238,47 @@ async def test_integers_at_the_ends_of_64_bits_and_a_type_and_key_at_their_limit
             view = await client.ok("inspect", actor="keeper/k1")
     assert (started["type"], noted["type"], noted["data"]) == ("actor.started", "noted", body)
     assert view["cursor"] == 1
+
+
+class Gate(callboard.Actor):
+    """Virtual. Its handler says it has started, then waits for the test to open it."""
+
+    kind = "gate"
+    virtual = True
+    started: list[str]
+    both_started: trio.Event
+    opened: trio.Event
+
+    async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
+        Gate.started.append(ctx.address)
+        if len(Gate.started) == 2:
+            Gate.both_started.set()
+        await Gate.opened.wait()
+
+
+async def test_past_max_inflight_the_connection_reads_no_more_until_a_request_is_answered(
+    tmp_path,
+):
+    Gate.started, Gate.both_started, Gate.opened = [], trio.Event(), trio.Event()
+    config = GatewayConfig(port=0, token=TEST_TOKEN, max_inflight=2)
+    with trio.fail_after(10):
+        async with callboard.open_runtime(tmp_path / "data", kinds=[Gate]) as rt:
+            gateway = Gateway(rt, config)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(gateway.serve)
+                async with connect(gateway.url) as client:
+                    for name in ("a", "b"):  # answered once handled: both held by the gate
+                        await client.send_frame(
+                            {"op": "send", "id": name, "to": f"gate/{name}", "type": "go",
+                             "wait": True}
+                        )  # fmt: skip
+                    await client.send_frame({"op": "ping", "id": "ping"})
+                    # Read at once, the ping would have been answered long before
+                    # both handlers started: each start follows a group commit.
+                    await Gate.both_started.wait()
+                    Gate.opened.set()
+                    replies = [await client.receive() for _ in range(3)]
+                nursery.cancel_scope.cancel()
+    assert replies[0]["id"] in ("a", "b"), replies
+    assert sorted(r["id"] for r in replies) == ["a", "b", "ping"]
+    assert {r["op"] for r in replies} == {"ok"}
