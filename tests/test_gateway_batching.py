@@ -382,3 +382,40 @@ async def test_pipelined_sends_are_all_answered_when_their_replies_overflow_the_
     assert all(r["op"] == "ok" for r in replies), replies
     assert sorted(r["seq"] for r in replies) == list(range(2, 42))
     assert view.mailbox + view.cursor == 41
+
+
+async def test_outbox_wait_wakes_its_one_taker_for_a_frame_or_a_close_and_survives_a_cancel():
+    outbox = Outbox(4, reserve=1, max_bytes=10_000)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            # A wait cancelled while it waits leaves the outbox to the next taker.
+            cancelled = trio.CancelScope()
+
+            async def cancelled_taker() -> None:
+                with cancelled:
+                    await outbox.wait()
+
+            nursery.start_soon(cancelled_taker)
+            await trio.testing.wait_all_tasks_blocked()
+            cancelled.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert cancelled.cancelled_caught
+            woken = trio.Event()
+
+            async def taker() -> None:
+                await outbox.wait()
+                woken.set()
+
+            nursery.start_soon(taker)
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(RuntimeError, match="already waits"):
+                await outbox.wait()  # one taker at a time: the connection's writer
+            assert outbox.put_nowait("frame")
+            await woken.wait()
+            assert outbox.take(10, 1000) == ["frame"]
+            woken = trio.Event()
+            nursery.start_soon(taker)
+            await trio.testing.wait_all_tasks_blocked()
+            outbox.close_after(1000, "done")
+            await woken.wait()
+    assert outbox.close_request is not None

@@ -55,7 +55,10 @@ class Outbox:
         self._bytes = 0
         self._close: Close | None = None
         self._space = trio.lowlevel.ParkingLot()
-        self._ready = trio.lowlevel.ParkingLot()
+        # The one task that takes frames (the connection's writer), while it
+        # waits for one: woken directly, as a parking lot's bookkeeping for a
+        # single waiter was a tenth of the trio work a reply costs.
+        self._taker: trio.lowlevel.Task | None = None
         self.peak = 0
         self.peak_bytes = 0
 
@@ -75,8 +78,8 @@ class Outbox:
         self._bytes += len(frame)
         self.peak = max(self.peak, len(self._frames))
         self.peak_bytes = max(self.peak_bytes, self._bytes)
-        if self._ready:  # the writer waits only when the queue was empty
-            self._ready.unpark()
+        if self._taker is not None:  # the writer waits only when the queue was empty
+            self._wake_taker()
 
     async def put(self, frame: str) -> None:
         """Queue a reply, waiting for room. Cancel-atomic: queued or not at all.
@@ -120,7 +123,7 @@ class Outbox:
         The first request wins; later frames are dropped."""
         if self._close is None:
             self._close = Close(code, reason)
-            self._ready.unpark()
+            self._wake_taker()
             self._space.unpark_all()
 
     @property
@@ -151,11 +154,24 @@ class Outbox:
         return taken
 
     async def wait(self) -> None:
-        """Until a frame is queued or a close is asked for.
+        """Until a frame is queued or a close is asked for. One task at a time
+        waits (the connection's writer; a second is refused with RuntimeError).
 
         Yields only when it waits: the writer calls it when the queue was
         empty, and each write it makes yields in the socket anyway.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         while not self._frames and self._close is None:
-            await self._ready.park()
+            if self._taker is not None:
+                raise RuntimeError("another task already waits for this outbox's frames")
+            self._taker = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+
+    def _wake_taker(self) -> None:
+        task, self._taker = self._taker, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    def _abort_wait(self, _: object) -> trio.lowlevel.Abort:
+        self._taker = None  # cancelled: nothing is lost, the frames stay queued
+        return trio.lowlevel.Abort.SUCCEEDED
