@@ -91,10 +91,12 @@ class Connection:
         self._subs = Subscriptions(
             runtime, config, self.outbox, counters, encoder, drop=self.drop, remote=remote
         )
-        self._slots = trio.Semaphore(config.max_inflight)
+        # Requests in flight, at most max_inflight. Past it the reader waits
+        # in ``_answers`` for one to be answered, as a shutdown waits there for
+        # the last. (A semaphore and an event made anew whenever the count left
+        # zero did the same, for more work per request.)
         self._inflight = 0
-        self._settled = trio.Event()
-        self._settled.set()
+        self._answers = trio.lowlevel.ParkingLot()
         self._bucket = (
             TokenBucket(config.rate_limit, config.rate_burst) if config.rate_limit else None
         )
@@ -152,7 +154,7 @@ class Connection:
         self._reader.cancel()
         with trio.move_on_after(self._cfg.shutdown_grace):
             while self._inflight:
-                await self._settled.wait()
+                await self._answers.park()
         self._subs.close()
         self.outbox.close_after(1001, "the server is shutting down")
 
@@ -311,13 +313,9 @@ class Connection:
             message = f"this connection is over its limit of {limit}; retry later"
             await self.outbox.put(f.encode_error(request.id, "rate_limited", message))
         else:
-            try:
-                # No yield when a slot is free: get_message, next, yields anyway.
-                self._slots.acquire_nowait()
-            except trio.WouldBlock:
-                await self._slots.acquire()
-            if self._inflight == 0:
-                self._settled = trio.Event()
+            # No yield when a slot is free: get_message, next, yields anyway.
+            while self._inflight >= self._cfg.max_inflight:
+                await self._answers.park()
             self._inflight += 1
             if type(request) is f.Send and not request.wait and self._send_soon(request):
                 return
@@ -335,10 +333,9 @@ class Connection:
             self._answered()
 
     def _answered(self) -> None:
-        self._slots.release()
         self._inflight -= 1
-        if self._inflight == 0:
-            self._settled.set()
+        if self._answers:
+            self._answers.unpark_all()
 
     def _send_soon(self, request: f.Send) -> bool:
         """Answer a send to an active actor when its write is durable, with no
