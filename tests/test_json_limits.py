@@ -5,6 +5,7 @@ no trio."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import orjson
@@ -56,6 +57,32 @@ class TestWhatOrjsonDoes:
     @given(st.floats(min_value=2.0**63, allow_infinity=False), st.sampled_from([1, -1]))
     def test_orjson_writes_every_float_of_2_63_or_more_with_an_exponent(self, value, sign):
         assert b"e+" in orjson.dumps(sign * value)
+
+
+def held_by(encode: Any, count: int = 1000) -> int:
+    """Bytes of memory that ``count`` small values encoded by ``encode`` hold."""
+    tracemalloc.start()
+    try:
+        kept = [encode({"total": i}) for i in range(count)]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == count
+    return held
+
+
+class TestEncodedSize:
+    """orjson's bytes keep the buffer they were written into: the codec copies a
+    small one out, so that what a batch holds (bodies, event data) is the size
+    of the JSON, not a page per value."""
+
+    def test_orjson_alone_holds_kilobytes_for_a_short_value(self):
+        assert held_by(orjson.dumps) > 1000 * 1024
+
+    @pytest.mark.parametrize("encode", [dumps, lambda value: dumps_within(value, MAX_DEPTH)])
+    def test_a_short_value_holds_about_its_own_size(self, encode):
+        assert encode({"total": 7}) == b'{"total":7}'
+        assert held_by(encode) < 1000 * 100
 
 
 class TestDumpsWithin:

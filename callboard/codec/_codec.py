@@ -46,6 +46,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 # Up to this size, counting a text's brackets costs less than encoding it wrapped.
 _COUNT_BELOW = 4096
 _PLUS = ord("+")
+# Below this many bytes an encoded value is copied out of orjson's buffer (`_compact`).
+_COMPACT_BELOW = 2048
 
 # Chains of nested one-item lists, by the depth they leave for what is put in
 # their innermost list. A chain is popped while in use (by a thread, or a
@@ -64,7 +66,14 @@ class JSONRefused(ValueError):
 
 def dumps(value: Any) -> bytes:
     """Serialize an already-unstructured value; raises TypeError on what JSON cannot hold."""
-    return orjson.dumps(value, option=_OPTIONS)
+    return _compact(orjson.dumps(value, option=_OPTIONS))
+
+
+def _compact(data: bytes) -> bytes:
+    # orjson's bytes keep the 4 KB buffer they were written into, however
+    # short the JSON: a small one is copied to its own size, so that the
+    # bodies and event data a batch holds do not take a page each.
+    return memoryview(data).tobytes() if len(data) < _COMPACT_BELOW else data
 
 
 def loads(data: bytes | str) -> Any:
@@ -87,7 +96,7 @@ def dumps_within(value: Any, depth: int) -> bytes | None:
             return None
     if _may_nest_deeper(data, depth) and _encode(value, depth) is None:
         return None
-    return data
+    return _compact(data)
 
 
 def check_loaded(text: str, value: Any, *, depth: int) -> None:

@@ -123,8 +123,9 @@ class CellCommits:
         if commit.dead_letter is not None:
             self._svc.counted("dead_letters")
         if state is not None:
-            # A copy of its exact size: orjson's buffer is 4 KB whatever it
-            # holds, and every active actor keeps its last snapshot.
+            # A copy of its exact size: orjson's buffer is 4 KB or more whatever
+            # it holds (the codec copies out only values under 2 KB), and every
+            # active actor keeps its last snapshot.
             self._last_state = bytes(memoryview(state))
         cursor = commit.cursor
         if cursor is not None:
