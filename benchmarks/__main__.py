@@ -29,6 +29,7 @@ from . import (
     _gateway_floor,
     _pg_two_nodes,
     _postgres,
+    _runtime_floor,
 )
 from ._against import against_json, format_against, snapshot_at
 from ._report import (
@@ -51,7 +52,15 @@ RESULTS = HERE / "results"
 DEFAULT_TMP = HERE / ".tmp"
 
 # Scenario modules, each exporting SCENARIOS; a new module is one more entry.
-MODULES = [_baseline, _core, _gateway, _gateway_floor, _postgres, _pg_two_nodes]
+MODULES = [
+    _baseline,
+    _core,
+    _gateway,
+    _gateway_floor,
+    _runtime_floor,
+    _postgres,
+    _pg_two_nodes,
+]
 SCENARIOS = [scenario for module in MODULES for scenario in module.SCENARIOS]
 
 

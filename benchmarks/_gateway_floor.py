@@ -47,6 +47,7 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import orjson
 import trio
@@ -58,7 +59,7 @@ from . import Result, Scenario, Settings
 from ._baseline import _LIFE, _MAILBOX_INSERT, _MAILBOX_SCHEMA
 from ._gateway import _WINDOW, _requests, _round_trips
 
-__all__ = ["SCENARIOS"]
+__all__ = ["SCENARIOS", "Store", "connection_handler", "serve_sends"]
 
 _ACTORS_SCHEMA = """
 CREATE TABLE actors (
@@ -170,7 +171,15 @@ class _Writer:
             )
 
 
-async def _serve(ws: WebSocketConnection, writes: HeldWrites, writer: _Writer) -> None:
+# How a server stores one send: ``store(to, type, body, then)``, where ``then(seq)``
+# is called once the message is durable.
+Store = Callable[[str, str, Any, Callable[[int], None]], None]
+
+
+async def serve_sends(ws: WebSocketConnection, writes: HeldWrites, store: Store) -> None:
+    """One connection of the leanest server: a reader that parses each ``send``
+    and hands it to ``store``, and a writer that sends the ``ok``s waiting in
+    one socket write."""
     replies: list[str] = []
     ready = trio.lowlevel.ParkingLot()
 
@@ -206,20 +215,22 @@ async def _serve(ws: WebSocketConnection, writes: HeldWrites, writer: _Writer) -
             rid, to, kind = frame["id"], frame["to"], frame["type"]
             if not (isinstance(rid, str) and isinstance(to, str) and isinstance(kind, str)):
                 raise RuntimeError(f"not a send: {frame}")
-            writer.enqueue(to, kind, orjson.dumps(frame.get("body")), reply(rid))
+            store(to, kind, frame.get("body"), reply(rid))
 
 
 def _no_progress() -> None:
     pass
 
 
-def _handler(writer: _Writer) -> Callable[[trio.SocketStream], Awaitable[None]]:
+def connection_handler(store: Store) -> Callable[[trio.SocketStream], Awaitable[None]]:
+    """What `trio.serve_tcp` runs for each connection: `serve_sends` over `HeldWrites`."""
+
     async def connection(stream: trio.SocketStream) -> None:
         writes = HeldWrites(stream)
         try:
             async with trio.open_nursery() as nursery:
                 request = await wrap_server_stream(nursery, writes)
-                await _serve(await request.accept(), writes, writer)
+                await serve_sends(await request.accept(), writes, store)
         except* ConnectionClosed:
             pass
         finally:
@@ -235,7 +246,10 @@ async def _floor(workdir: Path, clients: int, per_client: int, window: int) -> R
         writer = _Writer(conn)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer.run)
-            serve = partial(trio.serve_tcp, _handler(writer), 0, host="127.0.0.1")
+            handler = connection_handler(
+                lambda to, kind, body, then: writer.enqueue(to, kind, orjson.dumps(body), then)
+            )
+            serve = partial(trio.serve_tcp, handler, 0, host="127.0.0.1")
             listeners = await nursery.start(serve)
             port = listeners[0].socket.getsockname()[1]
             commits = writer.commits

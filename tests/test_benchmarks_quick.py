@@ -17,7 +17,14 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks import Result, Scenario, Settings, _baseline, _gateway_floor  # noqa: E402
+from benchmarks import (  # noqa: E402
+    Result,
+    Scenario,
+    Settings,
+    _baseline,
+    _gateway_floor,
+    _runtime_floor,
+)
 from benchmarks._report import Outcome, to_json  # noqa: E402
 
 _CPU = ("cpu_us_per_op", "cpu_us_per_op_trio_thread", "cpu_us_per_op_other_threads")
@@ -184,3 +191,17 @@ def test_the_bare_send_ack_server_refuses_to_count_a_send_it_did_not_handle(
         writer.check(1, 1)  # what it did do: one send, acked, stored and handled
     finally:
         conn.close()
+
+
+def test_the_runtime_behind_the_leanest_server_acknowledges_and_handles_every_send(
+    tmp_path: Path,
+) -> None:
+    result = _runtime_floor.floor_32(Settings(quick=True), tmp_path)
+    d = result.details
+    # Every send was answered ok (the client checks each reply), with no error,
+    # and every client's actor handled its last message (the run checks both).
+    assert result.unit == "acked sends"
+    assert d["requests"] == 2000 // 32 * 4 * 32
+    # Through the runtime's own store: its writer's figures are there, and shared.
+    assert d["writer_operations"] >= d["requests"]
+    assert d["writer_batches"] < d["requests"]
