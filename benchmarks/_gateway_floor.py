@@ -59,7 +59,7 @@ from . import Result, Scenario, Settings
 from ._baseline import _LIFE, _MAILBOX_INSERT, _MAILBOX_SCHEMA
 from ._gateway import _WINDOW, _requests, _round_trips
 
-__all__ = ["SCENARIOS", "Store", "connection_handler", "serve_sends"]
+__all__ = ["SCENARIOS", "Floor", "Store", "connection_handler", "send_ack_scenarios", "serve_sends"]
 
 _ACTORS_SCHEMA = """
 CREATE TABLE actors (
@@ -266,27 +266,39 @@ async def _floor(workdir: Path, clients: int, per_client: int, window: int) -> R
     return Result(result.ops_per_s, result.p50_ms, result.p99_ms, result.unit, details)
 
 
-def floor_1(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 1, _requests(settings, 1), 1)
+# A server's run: ``floor(workdir, clients, sends per client, sends in flight per client)``.
+Floor = Callable[[Path, int, int, int], Awaitable[Result]]
 
 
-def floor_32(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 32, _requests(settings, 32) * 4, 1)
+def _run(
+    floor: Floor, clients: int, per_client: Callable[[Settings], int], window: int,
+    settings: Settings, workdir: Path,
+) -> Result:  # fmt: skip
+    return trio.run(floor, workdir, clients, per_client(settings), window)
 
 
-def floor_32_pipelined(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 32, _requests(settings, 32) * 8, _WINDOW)
+def send_ack_scenarios(prefix: str, floor: Floor, note: str) -> list[Scenario]:
+    """``PREFIX-send-ack-1-client``, ``-32-clients`` and ``-32-clients-8-in-flight``:
+    the gateway scenarios' three shapes for the server ``floor`` runs, each
+    against the echo driven the same way."""
+    shapes: list[tuple[str, int, Callable[[Settings], int], int, str]] = [
+        ("1-client", 1, lambda s: _requests(s, 1), 1, ""),
+        ("32-clients", 32, lambda s: _requests(s, 32) * 4, 1, ""),
+        ("32-clients-8-in-flight", 32, lambda s: _requests(s, 32) * 8, _WINDOW, ", 8 in flight"),
+    ]
+    return [
+        Scenario(
+            f"{prefix}-send-ack-{shape}",
+            partial(_run, floor, clients, per_client, window),
+            baseline=f"ws-echo-{shape}",
+            note=note + more,
+        )
+        for shape, clients, per_client, window, more in shapes
+    ]
 
 
-_NOTE = "the leanest durable send/ack server: the gateway's socket layer, no callboard logic"
-
-SCENARIOS = [
-    Scenario("bare-send-ack-1-client", floor_1, baseline="ws-echo-1-client", note=_NOTE),
-    Scenario("bare-send-ack-32-clients", floor_32, baseline="ws-echo-32-clients", note=_NOTE),
-    Scenario(
-        "bare-send-ack-32-clients-8-in-flight",
-        floor_32_pipelined,
-        baseline="ws-echo-32-clients-8-in-flight",
-        note=_NOTE + ", 8 in flight",
-    ),
-]
+SCENARIOS = send_ack_scenarios(
+    "bare",
+    _floor,
+    "the leanest durable send/ack server: the gateway's socket layer, no callboard logic",
+)

@@ -32,9 +32,9 @@ import trio
 
 import callboard
 
-from . import Result, Scenario, Settings
-from ._gateway import _WINDOW, Sink, _requests, _round_trips
-from ._gateway_floor import Store, connection_handler
+from . import Result
+from ._gateway import Sink, _round_trips
+from ._gateway_floor import Store, connection_handler, send_ack_scenarios
 
 __all__ = ["SCENARIOS"]
 
@@ -89,27 +89,8 @@ async def _floor(workdir: Path, clients: int, per_client: int, window: int) -> R
     return result
 
 
-def floor_1(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 1, _requests(settings, 1), 1)
-
-
-def floor_32(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 32, _requests(settings, 32) * 4, 1)
-
-
-def floor_32_pipelined(settings: Settings, workdir: Path) -> Result:
-    return trio.run(_floor, workdir, 32, _requests(settings, 32) * 8, _WINDOW)
-
-
-_NOTE = "the leanest server's socket layer, storing through callboard's runtime: no gateway"
-
-SCENARIOS = [
-    Scenario("runtime-send-ack-1-client", floor_1, baseline="ws-echo-1-client", note=_NOTE),
-    Scenario("runtime-send-ack-32-clients", floor_32, baseline="ws-echo-32-clients", note=_NOTE),
-    Scenario(
-        "runtime-send-ack-32-clients-8-in-flight",
-        floor_32_pipelined,
-        baseline="ws-echo-32-clients-8-in-flight",
-        note=_NOTE + ", 8 in flight",
-    ),
-]
+SCENARIOS = send_ack_scenarios(
+    "runtime",
+    _floor,
+    "the leanest server's socket layer, storing through callboard's runtime: no gateway",
+)

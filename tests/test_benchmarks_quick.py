@@ -164,7 +164,9 @@ def test_against_runs_the_code_of_the_revision_beside_this_tree(tmp_path: Path) 
 def test_the_bare_send_ack_server_stores_acknowledges_and_handles_every_send(
     tmp_path: Path,
 ) -> None:
-    result = _gateway_floor.floor_32(Settings(quick=True), tmp_path)
+    result = _named(_gateway_floor.SCENARIOS, "bare-send-ack-32-clients").run(
+        Settings(quick=True), tmp_path
+    )
     d = result.details
     # Every send was answered ok (the client checks each reply), and afterwards
     # the mailbox is empty with every cursor at its last seq (the run checks).
@@ -196,7 +198,9 @@ def test_the_bare_send_ack_server_refuses_to_count_a_send_it_did_not_handle(
 def test_the_runtime_behind_the_leanest_server_acknowledges_and_handles_every_send(
     tmp_path: Path,
 ) -> None:
-    result = _runtime_floor.floor_32(Settings(quick=True), tmp_path)
+    result = _named(_runtime_floor.SCENARIOS, "runtime-send-ack-32-clients").run(
+        Settings(quick=True), tmp_path
+    )
     d = result.details
     # Every send was answered ok (the client checks each reply), with no error,
     # and every client's actor handled its last message (the run checks both).
@@ -205,3 +209,8 @@ def test_the_runtime_behind_the_leanest_server_acknowledges_and_handles_every_se
     # Through the runtime's own store: its writer's figures are there, and shared.
     assert d["writer_operations"] >= d["requests"]
     assert d["writer_batches"] < d["requests"]
+
+
+def _named(scenarios: list[Scenario], name: str) -> Scenario:
+    (scenario,) = (s for s in scenarios if s.name == name)
+    return scenario
