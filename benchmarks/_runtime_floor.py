@@ -40,12 +40,15 @@ __all__ = ["SCENARIOS"]
 
 
 def _storing(rt: callboard.Runtime, nursery: trio.Nursery, errors: list[Exception]) -> Store:
-    """A `Store` that sends through ``rt``; errors are kept for the check."""
+    """A `Store` that sends through ``rt``. A send that fails is kept in
+    ``errors`` and ends the run at once: its client would wait for the
+    ``ok`` for ever."""
 
     def store(to: str, kind: str, body: Any, then: Callable[[int], None]) -> None:
         def stored(ack: callboard.Ack | Exception) -> None:
             if isinstance(ack, Exception):
                 errors.append(ack)
+                nursery.cancel_scope.cancel()
             else:
                 then(ack.seq)
 
@@ -79,13 +82,14 @@ async def _floor(workdir: Path, clients: int, per_client: int, window: int) -> R
         port = listeners[0].socket.getsockname()[1]
         url = f"ws://127.0.0.1:{port}/v1"
         result = await _round_trips(url, clients, per_client, rt=rt, window=window)
-        nursery.cancel_scope.cancel()
-        if errors:
-            raise RuntimeError(f"{len(errors)} sends failed; the first: {errors[0]!r}")
-        # Acked once each: the clients count the oks. Handled: each actor's last seq.
+        # Acked once each: the clients count the oks. Handled: each actor's last
+        # seq. Waited for before the cancel below, which would cut the wait short.
         with trio.fail_after(60):
             for n in range(clients):
                 await rt.wait_handled(f"sink/c{n}", per_client)
+        nursery.cancel_scope.cancel()
+    if errors:
+        raise RuntimeError(f"{len(errors)} sends failed; the first: {errors[0]!r}")
     return result
 
 

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,6 +210,29 @@ def test_the_runtime_behind_the_leanest_server_acknowledges_and_handles_every_se
     # Through the runtime's own store: its writer's figures are there, and shared.
     assert d["writer_operations"] >= d["requests"]
     assert d["writer_batches"] < d["requests"]
+
+
+def test_a_send_the_runtime_refuses_ends_the_run_behind_the_leanest_server_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trio
+
+    import callboard
+
+    sent = callboard.Runtime.send_nowait
+
+    def refusing_the_fifth(self: callboard.Runtime, to: str, type: str, body: Any = None,
+                           **kw: Any) -> bool:  # fmt: skip
+        if body == {"i": 5}:
+            kw["then"](RuntimeError("refused for the test"))
+            return True
+        return sent(self, to, type, body, **kw)
+
+    monkeypatch.setattr(callboard.Runtime, "send_nowait", refusing_the_fifth)
+    # Its client would wait for that ok for ever: the run ends, saying why.
+    refused = r"^1 sends failed; the first: RuntimeError\('refused for the test'\)$"
+    with pytest.raises(RuntimeError, match=refused):
+        trio.run(_runtime_floor._floor, tmp_path, 2, 20, 1)
 
 
 def _named(scenarios: list[Scenario], name: str) -> Scenario:
