@@ -198,28 +198,44 @@ async def test_a_close_while_the_lane_commits_loses_no_acknowledged_message(tmp_
                 assert state["total"] == len(seqs)
 
 
-async def test_a_message_delivered_by_its_commit_is_stepped_in_one_lane_step(tmp_path):
-    """A server's send (`send_nowait`) is delivered by its commit's callback:
-    the lane steps it at once, with no pass of the scheduler to wait for
-    other deliveries (there are none to wait for)."""
+async def test_the_reply_to_a_send_leaves_before_the_lane_handles_it(tmp_path):
+    """A server answers a send (`send_nowait`) from its commit's callback by
+    waking its connection's writer, whose websocket send takes a pass of the
+    scheduler of its own (trio-websocket's send lock). The lane waits two
+    passes before it handles what that commit delivered, so the reply goes
+    out first: the client waits for it, and no one waits for the handling."""
+    order: list[tuple[str, int]] = []
+
+    class Recorder(callboard.Actor):
+        kind = "recorder"
+        virtual = True
+
+        async def handle(self, ctx: callboard.Context, message: callboard.Message) -> None:
+            order.append(("handled", message.seq))
+
     steps = _Steps()
     with trio.fail_after(30):
-        async with callboard.open_runtime(tmp_path, kinds=[Adder]) as rt:
-            address = "adder/one"
-            await rt.wait_handled(address, (await rt.send(address, "add", {"n": 1})).seq)
+        async with callboard.open_runtime(tmp_path, kinds=[Recorder]) as rt:
+            address = "recorder/one"
+            await rt.wait_handled(address, (await rt.send(address, "ping")).seq)
             trio.lowlevel.add_instrument(steps)
             try:
-                for _ in range(50):
+                for _ in range(30):
                     told, hear = trio.open_memory_channel[callboard.Ack | Exception](1)
-                    assert rt.send_nowait(address, "add", {"n": 1}, then=told.send_nowait)
-                    ack = await hear.receive()
+                    assert rt.send_nowait(address, "ping", then=told.send_nowait)
+                    ack = await hear.receive()  # woken by the commit's callback
                     assert isinstance(ack, callboard.Ack)
+                    await trio.lowlevel.cancel_shielded_checkpoint()  # the send lock's pass
+                    order.append(("replied", ack.seq))
                     await rt.wait_handled(address, ack.seq)
             finally:
                 trio.lowlevel.remove_instrument(steps)
-            assert (await rt.inspect(address)).state["total"] == 51
-    # One lane step a message (it took two while the lane always waited a pass).
-    assert 50 <= steps.by_name["lane"] <= 55, steps.by_name
+    replies = [seq for what, seq in order if what == "replied"]
+    assert len(replies) == 30
+    for seq in replies:
+        assert order.index(("replied", seq)) < order.index(("handled", seq)), order
+    # What the order costs: the wake-up and its two passes, three lane steps a message.
+    assert 30 <= steps.by_name["lane"] <= 3 * 30 + 5, steps.by_name
 
 
 async def test_a_hot_actors_messages_from_many_senders_are_stepped_in_batches(tmp_path):
