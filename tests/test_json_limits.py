@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callboard.codec import JSONRefused, check_loaded, dumps, dumps_within, loads
+from callboard.codec import JSONRefused, check_loaded, dumps, dumps_within, kept_copy, loads
 from callboard.mailbox import MAX_DEPTH
 
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
@@ -83,6 +83,14 @@ class TestEncodedSize:
     def test_a_short_value_holds_about_its_own_size(self, encode):
         assert encode({"total": 7}) == b'{"total":7}'
         assert held_by(encode) < 1000 * 100
+
+    def test_a_kept_copy_is_the_value_and_copies_only_what_dumps_did_not(self):
+        small = dumps({"total": 7})
+        assert kept_copy(small) is small  # copied out by dumps already
+        big = dumps({"text": "x" * 3000})
+        assert kept_copy(big) == big and kept_copy(big) is not big
+        # Of its own size: 100 kept copies hold about 100 values' bytes.
+        assert held_by(lambda v: kept_copy(dumps({"text": "x" * 3000, **v})), 100) < 100 * 3300
 
 
 class TestDumpsWithin:

@@ -8,6 +8,7 @@ from ._codec import check_loaded as check_loaded
 from ._codec import converter as converter
 from ._codec import dumps as dumps
 from ._codec import dumps_within as dumps_within
+from ._codec import kept_copy as kept_copy
 from ._codec import loads as loads
 from ._codec import structure_error as structure_error
 from ._strict import JSONShapeError as JSONShapeError
@@ -27,6 +28,7 @@ __all__ = [
     "converter",
     "dumps",
     "dumps_within",
+    "kept_copy",
     "loads",
     "refusals",
     "shown",

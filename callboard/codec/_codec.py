@@ -76,6 +76,13 @@ def _compact(data: bytes) -> bytes:
     return memoryview(data).tobytes() if len(data) < _COMPACT_BELOW else data
 
 
+def kept_copy(data: bytes) -> bytes:
+    """``data``, made by `dumps`, in memory of its own size, for a value kept long
+    (an active actor's last snapshot): the large ones are copied out of orjson's
+    buffer here, the small ones `dumps` copied out already."""
+    return data if len(data) < _COMPACT_BELOW else memoryview(data).tobytes()
+
+
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 

@@ -16,7 +16,7 @@ import trio
 
 from .._retry import RestartWindow
 from ..actors import Actor, Effects
-from ..codec import converter, dumps, loads
+from ..codec import converter, dumps, kept_copy, loads
 from ..errors import CrashReason, Escalation, StateError, StoreUnavailable, UnknownOutcome
 from ..mailbox import Event, Message
 from ..store import Commit, CommitResult, NewEvent
@@ -123,10 +123,9 @@ class CellCommits:
         if commit.dead_letter is not None:
             self._svc.counted("dead_letters")
         if state is not None:
-            # A copy of its exact size: orjson's buffer is 4 KB or more whatever
-            # it holds (the codec copies out only values under 2 KB), and every
-            # active actor keeps its last snapshot.
-            self._last_state = bytes(memoryview(state))
+            # Of its exact size: orjson's buffer is 4 KB or more whatever it
+            # holds, and every active actor keeps its last snapshot.
+            self._last_state = kept_copy(state)
         cursor = commit.cursor
         if cursor is not None:
             self._cursor = max(self._cursor, cursor)
